@@ -1,0 +1,115 @@
+"""TEL-12: the LRU instance cache, expiry and connection removal."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import pytest
+
+from subscriptions import ClientContext, ClientInstanceCache, instance_expiry_ms, is_expired
+from subscriptions.instance import ClientInstance
+from subscriptions.resolution import resolve_matched
+from tests.support.clock import T0
+
+
+def _instance(n: int, interval_ms: int = 300000, connection_id: str | None = None) -> ClientInstance:
+    resolution = resolve_matched(())._replace(push_interval_ms=interval_ms)
+    return ClientInstance(
+        UUID(int=n + 2),
+        ClientContext(connection_id=connection_id),
+        resolution,
+        version=0,
+        expiry_ms=instance_expiry_ms(interval_ms),
+    )
+
+
+@pytest.mark.parametrize(
+    ("interval", "base", "expiry"),
+    [(300000, 60000, 900000), (1000, 60000, 60000), (100, 100, 300), (20000, 60000, 60000)],
+)
+def test_TEL_12_expiry_is_max_of_base_and_three_intervals(interval: int, base: int, expiry: int) -> None:
+    assert instance_expiry_ms(interval, base) == expiry
+
+
+def test_TEL_12_expiry_fires_at_the_deadline() -> None:
+    assert not is_expired(T0 + 10, T0 + 9)
+    assert is_expired(T0 + 10, T0 + 10)
+
+
+def test_TEL_12_capacity_evicts_least_recently_used() -> None:
+    cache = ClientInstanceCache(capacity=3)
+    instances = [_instance(i) for i in range(4)]
+    for instance in instances[:3]:
+        cache.put(instance, T0)
+    assert cache.lookup(instances[0].client_instance_id, T0) is instances[0]  # refresh recency
+    cache.put(instances[3], T0)
+    assert len(cache) == 3
+    assert instances[1].client_instance_id not in cache
+    assert instances[0].client_instance_id in cache
+    assert cache.evictions == 1
+
+
+def test_TEL_12_kafka_default_capacity() -> None:
+    assert ClientInstanceCache().capacity == 16384
+
+
+def test_TEL_12_expired_instance_is_gone_on_lookup() -> None:
+    cache = ClientInstanceCache()
+    instance = _instance(1, interval_ms=1000)
+    cache.put(instance, T0)
+    assert cache.peek(instance.client_instance_id) is instance
+    assert cache.lookup(instance.client_instance_id, T0 + 60000) is None
+    assert len(cache) == 0
+    assert cache.expirations == 1
+
+
+def test_TEL_12_every_lookup_rearms_the_deadline() -> None:
+    cache = ClientInstanceCache()
+    instance = _instance(1, interval_ms=1000)
+    cache.put(instance, T0)
+    assert cache.lookup(instance.client_instance_id, T0 + 50000) is instance
+    assert cache.expire(T0 + 60000) == 0
+    assert cache.expire(T0 + 110000) == 1
+
+
+def test_TEL_12_sweep_removes_only_expired_instances_across_intervals() -> None:
+    cache = ClientInstanceCache()
+    slow = _instance(1, interval_ms=300000)  # 900 s
+    fast = [_instance(i, interval_ms=1000) for i in range(2, 6)]  # 60 s
+    cache.put(slow, T0)
+    for i, instance in enumerate(fast):
+        cache.put(instance, T0 + 1000 * i)
+    assert cache.expire(T0 + 61000) == 2
+    assert slow.client_instance_id in cache
+    assert [i.client_instance_id in cache for i in fast] == [False, False, True, True]
+    assert cache.expire(T0 + 900000) == 3
+    assert len(cache) == 0
+
+
+def test_TEL_12_connection_close_removes_its_instances() -> None:
+    cache = ClientInstanceCache()
+    on_a = [_instance(i, connection_id="a") for i in range(3)]
+    on_b = _instance(9, connection_id="b")
+    unbound = _instance(10)
+    for instance in [*on_a, on_b, unbound]:
+        cache.put(instance, T0)
+    assert cache.remove_connection("a") == 3
+    assert cache.remove_connection("a") == 0
+    assert len(cache) == 2
+    assert cache.disconnect_removals == 3
+
+
+def test_TEL_12_replacing_an_instance_keeps_one_entry() -> None:
+    cache = ClientInstanceCache()
+    first = _instance(1, interval_ms=1000)
+    second = _instance(1, interval_ms=300000)
+    cache.put(first, T0)
+    cache.put(second, T0 + 1)
+    assert len(cache) == 1
+    assert cache.peek(second.client_instance_id) is second
+    assert cache.expire(T0 + 100000) == 0  # the old deadline no longer applies
+
+
+def test_TEL_12_capacity_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        ClientInstanceCache(capacity=0)
