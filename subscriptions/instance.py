@@ -80,9 +80,6 @@ class ClientInstance:
     def push_interval_ms(self) -> int:
         return self.resolution.push_interval_ms
 
-    def attributes(self) -> dict[str, str | None]:
-        return client_attributes(self.client_instance_id, self.context)
-
     def __repr__(self) -> str:
         return (
             f"ClientInstance({kafka_uuid_string(self.client_instance_id)}, "

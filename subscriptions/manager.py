@@ -143,7 +143,8 @@ class ClientMetricsManager:
                 instance.last_error = error
                 if error:
                     return self._push_error(error, throttle_ms)
-                if not metrics or compression is None:  # step 9: nothing to export
+                # step 9: nothing to export (compression is always set when there is no error)
+                if not metrics or compression is None:
                     return PUSH_ACCEPTED
                 self.stats.accepted_pushes += 1
                 return AcceptedPush(

@@ -21,7 +21,7 @@ from subscriptions import (
 )
 from subscriptions.metrics import Sample
 from tests.support.clock import T0
-from tests.support.telemetry import CONTEXT, EXAMPLE_UUID, S1, S1_ID, get, make_manager, push
+from tests.support.telemetry import CONTEXT, EXAMPLE_UUID, S1_ID, get, make_manager, push
 
 THROTTLED = Errors.THROTTLING_QUOTA_EXCEEDED
 
@@ -401,7 +401,3 @@ def test_TEL_24_counters() -> None:
 def test_manager_rejects_invalid_config() -> None:
     with pytest.raises(ConfigError, match=r"telemetry\.max\.bytes"):
         make_manager(config=ClientMetricsConfig(telemetry_max_bytes=0))
-
-
-def test_S1_is_the_spec_subscription() -> None:
-    assert S1 == {"metrics": "org.apache.kafka.producer.", "interval.ms": "30000"}
