@@ -8,6 +8,7 @@ message instead of raising, so every transport can answer with them as they are.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
@@ -16,6 +17,8 @@ from subscriptions.model import PropertyValue
 from subscriptions.store import SubscriptionStore
 
 __all__ = ["AdminResult", "AllowAllAuthorizer", "ClientMetricsAdmin", "ClusterAuthorizer"]
+
+log = logging.getLogger(__name__)
 
 Operation = Literal["ALTER_CONFIGS", "DESCRIBE_CONFIGS"]
 T = TypeVar("T")
@@ -64,12 +67,15 @@ class ClientMetricsAdmin:
             return _denied("ALTER_CONFIGS")
         try:
             if validate_only:
-                if properties:
+                if properties or not name:
                     self.store.validate(name, properties)
                 return AdminResult(Errors.NONE, None, self.store.version)
             return AdminResult(Errors.NONE, None, self.store.update(name, properties))
         except SubscriptionError as exc:
             return AdminResult(exc.error, exc.message)
+        except Exception:  # an admin call never crashes the caller (spec A.1)
+            log.exception("altering client-metrics resource %r failed unexpectedly", name)
+            return AdminResult(Errors.UNKNOWN_SERVER_ERROR, "Unexpected error altering the subscription")
 
     def describe(self, principal: str, name: str) -> AdminResult[dict[str, PropertyValue]]:
         """The stored properties of ``name`` (empty for an unknown name, as Kafka describes it)."""

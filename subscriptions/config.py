@@ -8,8 +8,8 @@ at once; ``from_mapping`` reads Kafka-style keys (e.g. from the sink's YAML file
 | ``telemetry.max.bytes`` | 1048576 | largest PushTelemetry ``Metrics`` field, compressed (Kafka's key) |
 | ``client.metrics.cache.max.size`` | 16384 | client instances kept (Kafka's fixed cache size) |
 | ``client.metrics.instance.expiry.base.ms`` | 60000 | instances expire after max(this, 3 x interval) |
-| ``client.metrics.match.pattern.max.length`` | 1024 | longest ``match`` regex accepted |
-| ``client.metrics.match.input.max.length`` | 256 | longest attribute value a non-RE2 regex is run on |
+| ``client.metrics.match.pattern.max.length`` | 1024 | longest ``match`` regex accepted (applied by
+  ``SubscriptionStore.for_config``) |
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Final
 
 from subscriptions.instance_cache import DEFAULT_CACHE_MAX_SIZE, DEFAULT_EXPIRY_BASE_MS
-from subscriptions.patterns import DEFAULT_MAX_MATCH_INPUT_LENGTH, DEFAULT_MAX_PATTERN_LENGTH
+from subscriptions.patterns import DEFAULT_MAX_PATTERN_LENGTH
 
 __all__ = ["ClientMetricsConfig", "ConfigError"]
 
@@ -27,7 +27,6 @@ TELEMETRY_MAX_BYTES_CONFIG: Final = "telemetry.max.bytes"
 CACHE_MAX_SIZE_CONFIG: Final = "client.metrics.cache.max.size"
 EXPIRY_BASE_MS_CONFIG: Final = "client.metrics.instance.expiry.base.ms"
 MATCH_PATTERN_MAX_LENGTH_CONFIG: Final = "client.metrics.match.pattern.max.length"
-MATCH_INPUT_MAX_LENGTH_CONFIG: Final = "client.metrics.match.input.max.length"
 
 DEFAULT_TELEMETRY_MAX_BYTES: Final = 1_048_576
 _INT32_MAX: Final = 2**31 - 1
@@ -47,14 +46,12 @@ class ClientMetricsConfig:
     cache_max_size: int = DEFAULT_CACHE_MAX_SIZE
     instance_expiry_base_ms: int = DEFAULT_EXPIRY_BASE_MS
     match_pattern_max_length: int = DEFAULT_MAX_PATTERN_LENGTH
-    match_input_max_length: int = DEFAULT_MAX_MATCH_INPUT_LENGTH
 
     KEYS: ClassVar[dict[str, str]] = {
         TELEMETRY_MAX_BYTES_CONFIG: "telemetry_max_bytes",
         CACHE_MAX_SIZE_CONFIG: "cache_max_size",
         EXPIRY_BASE_MS_CONFIG: "instance_expiry_base_ms",
         MATCH_PATTERN_MAX_LENGTH_CONFIG: "match_pattern_max_length",
-        MATCH_INPUT_MAX_LENGTH_CONFIG: "match_input_max_length",
     }
 
     @classmethod

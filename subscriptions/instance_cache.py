@@ -101,6 +101,8 @@ class ClientInstanceCache:
         if connection_id is not None:
             self._by_connection.setdefault(connection_id, set()).add(key)
         instance.deadline_ms = now_ms + instance.expiry_ms
+        if len(self._lru) > self.capacity:
+            self.expire(now_ms)  # an expired instance goes before a live one is evicted
         while len(self._lru) > self.capacity:
             _, oldest = self._lru.popitem(last=False)
             self._unindex(oldest)

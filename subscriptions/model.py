@@ -17,7 +17,6 @@ from typing import Final
 
 from subscriptions.errors import InvalidConfigError, InvalidRequestError
 from subscriptions.patterns import (
-    DEFAULT_MAX_MATCH_INPUT_LENGTH,
     DEFAULT_MAX_PATTERN_LENGTH,
     MatchPattern,
     PatternError,
@@ -52,7 +51,7 @@ MAX_INTERVAL_MS: Final = 3_600_000
 PropertyValue = str | int | list[str] | tuple[str, ...]
 
 _LIST_SEPARATOR = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")  # Java's \s*,\s*
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_JAVA_INT = re.compile(r"[+-]?\d+")  # Integer.parseInt takes any Unicode decimal digit
 
 
 def parse_list(value: str) -> list[str]:
@@ -114,7 +113,6 @@ class Subscription:
         properties: Mapping[str, PropertyValue],
         *,
         max_pattern_length: int = DEFAULT_MAX_PATTERN_LENGTH,
-        max_match_input_length: int = DEFAULT_MAX_MATCH_INPUT_LENGTH,
     ) -> Subscription:
         """Validate the complete property set of subscription ``name`` in Kafka's order (TEL-2)."""
         if not name:
@@ -135,11 +133,7 @@ class Subscription:
         patterns: dict[str, MatchPattern] = {}
         for entry in entries:
             try:
-                pattern = parse_match_entry(
-                    entry,
-                    max_pattern_length=max_pattern_length,
-                    max_input_length=max_match_input_length,
-                )
+                pattern = parse_match_entry(entry, max_pattern_length=max_pattern_length)
             except PatternError as exc:
                 raise InvalidConfigError(
                     f"Illegal client matching pattern: {entry}", detail=str(exc)

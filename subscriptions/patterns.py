@@ -1,4 +1,4 @@
-"""Client matching patterns of a subscription: parsing, Java-compatible validation, safe matching.
+r"""Client matching patterns of a subscription: parsing, Java-compatible validation, safe matching.
 
 A ``match`` entry is ``attribute=regex`` (spec TEL-4) over one of the six client attributes of TEL-6;
 a client matches when every entry's regex matches the whole attribute value (TEL-7, Java
@@ -7,27 +7,27 @@ common subset of Java and Python/RE2 syntax and rejects what Java rejects where 
 to differ (PD-10, DIV-10):
 
 - a ``{`` that does not start a valid ``{n}``, ``{n,}`` or ``{n,m}`` quantifier after an atom (Java:
-  "Illegal repetition"; Python reads ``a{1`` as a literal, and ``{,n}`` as ``{0,n}``);
-- Python-only groups ``(?P<..>``, ``(?P=..)``, ``(?#..)``, ``(?(..)..)`` and the flags ``a`` and ``L``;
-- Java's nested character classes (``[a[b]]``) and intersections (``[a&&b]``), whose meaning Python and
-  RE2 would silently change.
+  "Illegal repetition"; RE2 reads ``a{1`` as a literal, and ``{,n}`` as ``{0,n}``);
+- groups Java does not have or names differently: ``(?P<..>``, ``(?P=..)``, ``(?#..)``, ``(?(..)..)``,
+  group names that are not ``[A-Za-z][A-Za-z0-9]*``; inline flags other than ``i``, ``m``, ``s``, ``x``
+  (Java's ``U`` and ``u`` mean something else in RE2);
+- Java's nested character classes (``[a[b]]``, which includes ``[[:digit:]]``) and intersections
+  (``[a&&b]``), and escapes whose meaning differs (``\0nn`` octal, ``\v``, ``\C``).
 
-Patterns are compiled once. Matching uses RE2 (linear time, safe on client-supplied strings) when RE2
-compiles the pattern; patterns RE2 cannot run (back-references, lookaround, possessive quantifiers,
-atomic groups) use Python's ``re`` and only match attribute values up to a configured length.
+Patterns are compiled once, with RE2 only: matching runs in linear time on client-supplied strings, so
+constructs RE2 cannot run in linear time (back-references, lookaround, possessive quantifiers, atomic
+groups) are rejected rather than risk a catastrophic backtrack on the request path.
 """
 
 from __future__ import annotations
 
 import re
-import warnings
 from typing import Final, Protocol
 
 import re2
 
 __all__ = [
     "CLIENT_ATTRIBUTES",
-    "DEFAULT_MAX_MATCH_INPUT_LENGTH",
     "DEFAULT_MAX_PATTERN_LENGTH",
     "MatchPattern",
     "PatternError",
@@ -53,13 +53,14 @@ CLIENT_ATTRIBUTES: Final = (
 )
 
 DEFAULT_MAX_PATTERN_LENGTH: Final = 1024
-DEFAULT_MAX_MATCH_INPUT_LENGTH: Final = 256
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
 _QUANTIFIER = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
 _BRACED_ESCAPES = frozenset("pPxNk")
-_JAVA_INLINE_FLAGS = frozenset("idmsuxU-")
+_JAVA_INLINE_FLAGS = frozenset("imsx-")  # Java's d, u, U are not RE2's (U is "ungreedy" there)
+_DIFFERENT_ESCAPES = {"0": "octal escapes (\\0nn)", "v": "\\v", "C": "\\C"}
+_JAVA_GROUP_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*>")
 
 
 class PatternError(ValueError):
@@ -73,57 +74,45 @@ class _Matcher(Protocol):
 class MatchPattern:
     """One compiled ``match`` entry: full-match of ``regex`` against the named attribute."""
 
-    __slots__ = ("_matcher", "attribute", "max_input_length", "regex", "uses_re2")
+    __slots__ = ("_matcher", "attribute", "regex")
 
-    def __init__(self, attribute: str, regex: str, max_input_length: int) -> None:
+    def __init__(self, attribute: str, regex: str) -> None:
         self.attribute = attribute
         self.regex = regex
-        self.max_input_length = max_input_length
-        self._matcher, self.uses_re2 = compile_pattern(regex)
+        self._matcher = compile_pattern(regex)
 
     def matches(self, value: str | None) -> bool:
         """TEL-7: a null attribute never matches; otherwise the regex must match all of it."""
-        if value is None:
-            return False
-        if not self.uses_re2 and len(value) > self.max_input_length:
-            return False
-        return self._matcher.fullmatch(value) is not None
+        return value is not None and self._matcher.fullmatch(value) is not None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MatchPattern):
             return NotImplemented
-        return (self.attribute, self.regex, self.max_input_length) == (
-            other.attribute,
-            other.regex,
-            other.max_input_length,
-        )
+        return (self.attribute, self.regex) == (other.attribute, other.regex)
 
     def __hash__(self) -> int:
-        return hash((self.attribute, self.regex, self.max_input_length))
+        return hash((self.attribute, self.regex))
 
     def __repr__(self) -> str:
         return f"MatchPattern({self.attribute}={self.regex})"
 
 
-def compile_pattern(regex: str) -> tuple[_Matcher, bool]:
-    """Compile with RE2 when it can run the pattern, else with Python's ``re``; raise PatternError.
-
-    Returns the compiled matcher and whether it is RE2.
-    """
+def compile_pattern(regex: str) -> _Matcher:
+    """Compile with RE2 after checking the Java dialect; raise PatternError."""
     problem = java_dialect_problem(regex)
     if problem is not None:
         raise PatternError(problem)
     try:
-        return re2.compile(regex, options=_RE2_OPTIONS), True
-    except re2.error:
-        pass
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # FutureWarning: a construct whose meaning will change
-            # Java's \d, \w, \s and \b are ASCII unless the pattern asks otherwise.
-            return re.compile(regex, re.ASCII), False
-    except (re.error, FutureWarning, ValueError) as exc:
-        raise PatternError(str(exc)) from exc
+        matcher: _Matcher = re2.compile(regex, options=_RE2_OPTIONS)
+    except re2.error as exc:
+        detail = (
+            exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        )
+        raise PatternError(
+            f"{detail} (back-references, lookaround, possessive quantifiers and atomic groups are "
+            "not supported: client attributes are matched in linear time)"
+        ) from exc
+    return matcher
 
 
 def _skip_escape(regex: str, i: int) -> int:
@@ -140,6 +129,13 @@ def _skip_escape(regex: str, i: int) -> int:
     return i + 2
 
 
+def _escape_problem(regex: str, i: int) -> str | None:
+    escaped = regex[i + 1 : i + 2]
+    if escaped in _DIFFERENT_ESCAPES:
+        return f"{_DIFFERENT_ESCAPES[escaped]} means something else in Java; not supported"
+    return None
+
+
 def _class_problem(regex: str, i: int) -> tuple[str | None, int]:
     """Scan a character class starting at ``regex[i] == '['``; return (problem, index after it)."""
     j = i + 1
@@ -150,12 +146,15 @@ def _class_problem(regex: str, i: int) -> tuple[str | None, int]:
     while j < len(regex):
         c = regex[j]
         if c == "\\":
+            problem = _escape_problem(regex, j)
+            if problem is not None:
+                return problem, j
             j = _skip_escape(regex, j)
             continue
         if c == "]":
             return None, j + 1
-        if c == "[" and not regex.startswith("[:", j):
-            return "nested character classes ([a[b]]) are Java-only and not supported", j
+        if c == "[":
+            return "nested character classes ([a[b]], [[:digit:]]) read differently in Java; not supported", j
         if regex.startswith("&&", j):
             return "character class intersection (&&) is Java-only and not supported", j
         j += 1
@@ -171,7 +170,11 @@ def _group_problem(regex: str, i: int) -> str | None:
         return "inline comments (?#...) are not Java syntax"
     if rest.startswith("("):
         return "conditional groups (?(...)...) are not Java syntax"
-    if rest.startswith((":", "=", "!", ">", "<=", "<!", "<")):
+    if rest.startswith((":", "=", "!", ">", "<=", "<!")):
+        return None
+    if rest.startswith("<"):
+        if _JAVA_GROUP_NAME.match(rest, 1) is None:
+            return "a named group needs a name of ASCII letters and digits, starting with a letter"
         return None
     flags = []
     for c in rest:
@@ -192,6 +195,9 @@ def java_dialect_problem(regex: str) -> str | None:
     while i < n:
         c = regex[i]
         if c == "\\":
+            problem = _escape_problem(regex, i)
+            if problem is not None:
+                return problem
             i = _skip_escape(regex, i)
             prev_is_atom = True
             continue
@@ -235,12 +241,7 @@ def java_trim(s: str) -> str:
     return s[start:end]
 
 
-def parse_match_entry(
-    entry: str,
-    *,
-    max_pattern_length: int = DEFAULT_MAX_PATTERN_LENGTH,
-    max_input_length: int = DEFAULT_MAX_MATCH_INPUT_LENGTH,
-) -> MatchPattern:
+def parse_match_entry(entry: str, *, max_pattern_length: int = DEFAULT_MAX_PATTERN_LENGTH) -> MatchPattern:
     """Parse one ``name=regex`` entry (TEL-4); raise PatternError when Kafka would reject it."""
     parts = _java_split_equals(entry)
     if len(parts) != 2:
@@ -250,4 +251,4 @@ def parse_match_entry(
         raise PatternError(f"unknown client attribute {attribute!r}")
     if len(regex) > max_pattern_length:
         raise PatternError(f"pattern longer than {max_pattern_length} characters")
-    return MatchPattern(attribute, regex, max_input_length)
+    return MatchPattern(attribute, regex)

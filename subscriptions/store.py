@@ -19,9 +19,10 @@ from typing import Any
 
 import yaml
 
+from subscriptions.config import ClientMetricsConfig
 from subscriptions.errors import SubscriptionError
 from subscriptions.model import PropertyValue, Subscription
-from subscriptions.patterns import DEFAULT_MAX_MATCH_INPUT_LENGTH, DEFAULT_MAX_PATTERN_LENGTH
+from subscriptions.patterns import DEFAULT_MAX_PATTERN_LENGTH
 
 __all__ = ["StoreFileError", "SubscriptionStore"]
 
@@ -35,17 +36,16 @@ class StoreFileError(ValueError):
 class SubscriptionStore:
     """Subscriptions by name plus a monotonically increasing update version."""
 
-    def __init__(
-        self,
-        *,
-        max_pattern_length: int = DEFAULT_MAX_PATTERN_LENGTH,
-        max_match_input_length: int = DEFAULT_MAX_MATCH_INPUT_LENGTH,
-    ) -> None:
+    def __init__(self, *, max_pattern_length: int = DEFAULT_MAX_PATTERN_LENGTH) -> None:
         self._subscriptions: dict[str, Subscription] = {}
         self._by_name: tuple[Subscription, ...] = ()
         self._version = 0
         self._max_pattern_length = max_pattern_length
-        self._max_match_input_length = max_match_input_length
+
+    @classmethod
+    def for_config(cls, config: ClientMetricsConfig) -> SubscriptionStore:
+        """An empty store with the limits of ``config`` (``client.metrics.match.pattern.max.length``)."""
+        return cls(max_pattern_length=config.match_pattern_max_length)
 
     @property
     def version(self) -> int:
@@ -67,12 +67,7 @@ class SubscriptionStore:
 
     def validate(self, name: str | None, properties: Mapping[str, PropertyValue]) -> Subscription:
         """Validate without storing (Kafka's validate-only alter); raise SubscriptionError."""
-        return Subscription.from_properties(
-            name,
-            properties,
-            max_pattern_length=self._max_pattern_length,
-            max_match_input_length=self._max_match_input_length,
-        )
+        return Subscription.from_properties(name, properties, max_pattern_length=self._max_pattern_length)
 
     def update(self, name: str | None, properties: Mapping[str, PropertyValue]) -> int:
         """Apply the complete property set of ``name``; return the store version afterwards."""
@@ -92,7 +87,9 @@ class SubscriptionStore:
 
     def _changed(self) -> None:
         self._version += 1
-        self._by_name = tuple(self._subscriptions[n] for n in sorted(self._subscriptions))
+        # Java's String.compareTo order (UTF-16 code units), so every replica visits the same order
+        names = sorted(self._subscriptions, key=lambda n: n.encode("utf-16-be", "surrogatepass"))
+        self._by_name = tuple(self._subscriptions[n] for n in names)
 
     # -- YAML -------------------------------------------------------------------------------
 
@@ -129,7 +126,6 @@ class SubscriptionStore:
         path: str | os.PathLike[str],
         *,
         max_pattern_length: int = DEFAULT_MAX_PATTERN_LENGTH,
-        max_match_input_length: int = DEFAULT_MAX_MATCH_INPUT_LENGTH,
     ) -> SubscriptionStore:
         """Read a store saved by ``save_yaml`` (or written by hand); every entry is validated.
 
@@ -149,7 +145,7 @@ class SubscriptionStore:
             raise StoreFileError(
                 f"{path}: 'subscriptions' must map names to properties and 'version' be an int >= 0"
             )
-        store = cls(max_pattern_length=max_pattern_length, max_match_input_length=max_match_input_length)
+        store = cls(max_pattern_length=max_pattern_length)
         for name, properties in entries.items():
             if not isinstance(properties, dict):
                 raise StoreFileError(f"{path}: subscription {name!r} must be a mapping of properties")

@@ -43,7 +43,7 @@ def to_int32(value: int) -> int:
 def java_string_hash(s: str) -> int:
     """``String.hashCode()`` over UTF-16 code units, as an unsigned 32-bit int."""
     h = 0
-    units = s.encode("utf-16-be")
+    units = s.encode("utf-16-be", "surrogatepass")  # a lone surrogate is one code unit in Java
     for i in range(0, len(units), 2):
         h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
     return h
@@ -95,7 +95,8 @@ def render_subscription(metrics_in_set_order: Sequence[str], push_interval_ms: i
 def subscription_crc(metrics_in_set_order: Sequence[str], push_interval_ms: int) -> int:
     """The int32 CRC32C of a resolved subscription: the part shared by every client instance."""
     rendered = render_subscription(metrics_in_set_order, push_interval_ms)
-    return to_int32(crc32c(rendered.encode("utf-8")))
+    # String.getBytes(UTF_8) writes "?" for a lone surrogate; so does Python's "replace"
+    return to_int32(crc32c(rendered.encode("utf-8", "replace")))
 
 
 def uuid_hash(instance_id: UUID) -> int:

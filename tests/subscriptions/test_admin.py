@@ -51,6 +51,17 @@ def test_TEL_23_validate_only_changes_nothing() -> None:
     assert bad.error == Errors.INVALID_REQUEST
 
 
+def test_TEL_23_TEL_2_validate_only_still_checks_the_name() -> None:
+    admin = ClientMetricsAdmin(SubscriptionStore())
+    result = admin.alter("User:x", "", {}, validate_only=True)
+    assert result == (Errors.INVALID_REQUEST, "Subscription name can't be empty", None)
+
+
+def test_TEL_9_lone_surrogate_metric_is_accepted_as_kafka_does() -> None:
+    admin = ClientMetricsAdmin(SubscriptionStore())
+    assert admin.alter("User:x", "s", {"metrics": "a\ud800"}).error == Errors.NONE
+
+
 def test_TEL_23_empty_alter_deletes() -> None:
     admin = ClientMetricsAdmin(SubscriptionStore())
     admin.alter("User:x", "s", {"metrics": "a"})

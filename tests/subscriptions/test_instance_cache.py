@@ -49,6 +49,18 @@ def test_TEL_12_capacity_evicts_least_recently_used() -> None:
     assert cache.evictions == 1
 
 
+def test_TEL_12_an_expired_instance_goes_before_a_live_one_is_evicted() -> None:
+    cache = ClientInstanceCache(capacity=2)
+    long_lived = _instance(1, interval_ms=3_600_000)  # expires after 3 hours
+    short_lived = _instance(2, interval_ms=1000)  # expires after 60 s
+    cache.put(long_lived, T0)
+    cache.put(short_lived, T0 + 10)
+    cache.put(_instance(3), T0 + 100_000)
+    assert long_lived.client_instance_id in cache
+    assert short_lived.client_instance_id not in cache
+    assert (cache.evictions, cache.expirations) == (0, 1)
+
+
 def test_TEL_12_kafka_default_capacity() -> None:
     assert ClientInstanceCache().capacity == 16384
 

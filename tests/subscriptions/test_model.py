@@ -16,7 +16,9 @@ def test_TEL_1_defaults_when_keys_are_absent() -> None:
     assert empty.metrics == ()
 
 
-@pytest.mark.parametrize("interval", ["100", "3600000", 100, 3600000, " 5000 ", "+5000"])
+@pytest.mark.parametrize(
+    "interval", ["100", "3600000", 100, 3600000, " 5000 ", "+5000", "\uff11\uff10\uff10\uff10"]
+)
 def test_TEL_1_interval_bounds_are_inclusive(interval: PropertyValue) -> None:
     s = Subscription.from_properties("s", {"interval.ms": interval})
     assert 100 <= s.interval_ms <= 3600000

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from subscriptions import InvalidRequestError, StoreFileError, SubscriptionStore
+from subscriptions import (
+    ClientMetricsConfig,
+    InvalidConfigError,
+    InvalidRequestError,
+    StoreFileError,
+    SubscriptionStore,
+)
 
 
 def test_TEL_5_kafka_version_counter_example() -> None:
@@ -49,6 +55,20 @@ def test_TEL_5_names_are_listed_in_ascending_order() -> None:
     for name in ("b", "c", "a"):
         store.update(name, {"metrics": name})
     assert store.names() == ["a", "b", "c"]
+
+
+def test_PD_3_name_order_is_javas_utf16_order() -> None:
+    store = SubscriptionStore()
+    store.update("\uffff", {"metrics": "x"})
+    store.update("\U00010000", {"metrics": "y"})  # UTF-16 D800 DC00 sorts before FFFF
+    assert store.names() == ["\U00010000", "\uffff"]
+
+
+def test_PD_10_store_for_config_applies_the_pattern_length_cap() -> None:
+    store = SubscriptionStore.for_config(ClientMetricsConfig(match_pattern_max_length=5))
+    with pytest.raises(InvalidConfigError):
+        store.update("s", {"match": "client_id=abcdefghij"})
+    store.update("s", {"match": "client_id=abcde"})
 
 
 def test_TEL_5_yaml_round_trip_keeps_subscriptions_and_version(tmp_path: Path) -> None:

@@ -106,6 +106,8 @@ def test_TEL_9_bucket_ties_keep_insertion_order() -> None:
 
 def test_TEL_9_java_string_hash_counts_utf16_code_units() -> None:
     assert java_string_hash("a") == 97
+    assert java_string_hash("\ud800") == 0xD800  # a lone surrogate is one code unit
+    assert render_subscription(["a\ud800"], 5).encode("utf-8", "replace") == b"[a?]5"
     # U+1F600 is a surrogate pair in UTF-16: (31 * 0xD83D + 0xDE00)
     assert java_string_hash("\U0001f600") == 31 * 0xD83D + 0xDE00
 
