@@ -181,6 +181,8 @@ def load_quota_callback(class_path: str, configs: Mapping[str, object] | None = 
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError) as exc:
         raise QuotaCallbackError(f"client.quota.callback.class: cannot load {class_path!r}: {exc}") from exc
+    if not isinstance(cls, type):
+        raise QuotaCallbackError(f"client.quota.callback.class: {class_path!r} is not a class")
     callback = cls()
     if not isinstance(callback, ClientQuotaCallback):
         raise QuotaCallbackError(f"client.quota.callback.class: {class_path!r} is not a ClientQuotaCallback")

@@ -1,0 +1,231 @@
+"""Byte-rate quotas per (user, client-id) entity: Kafka's ``ClientQuotaManager`` (spec QUO-3..QUO-10,
+QUO-14).
+
+One manager per quota type: PRODUCE (``producer_byte_rate``, bytes pushed to the sink) and FETCH
+(``consumer_byte_rate``, bytes served back). Each client records into the sensor its quota metric tags
+name (shared by every client with the same tags); a violation is answered with the time the client
+must wait (``throttle.throttle_time_ms``). While no quota has ever been set (the QUO-3 mask is 0)
+recording does nothing. Limit changes apply to existing sensors without resetting what they recorded.
+
+The request-time quota (``ClientRequestQuotaManager``) is this manager with a bounded throttle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from ingest.quotas.callback import ClientQuotaCallback, DefaultQuotaCallback
+from ingest.quotas.entities import CUSTOM, ClientQuotaEntity, ClusterMetadata, QuotaType
+from ingest.quotas.java import DOUBLE_MAX, INT_MAX, LONG_MAX
+from ingest.quotas.sensor import KafkaMetric, MetricName, Metrics, QuotaViolationError, Sensor
+from ingest.quotas.stats import Avg, MetricConfig, Quota, Rate
+from ingest.quotas.throttle import bounded_throttle_time_ms
+from ingest.quotas.throttling import ThrottleCallback, ThrottledChannel, ThrottleQueue
+
+__all__ = ["ClientQuotaManager", "ClientSensors", "QuotaManagerConfig"]
+
+INACTIVE_SENSOR_EXPIRATION_MS: Final = 3600 * 1000
+"""Quota and throttle-time sensors are dropped after an hour without records (QUO-6)."""
+NO_LIMIT: Final = float(LONG_MAX)
+"""The bound of a quota sensor no quota applies to (QUO-5)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaManagerConfig:
+    """``quota.window.num`` x ``quota.window.size.seconds`` (or the controller's pair)."""
+
+    num_quota_samples: int = 11
+    quota_window_size_seconds: int = 1
+
+    @property
+    def window_ms(self) -> int:
+        return self.quota_window_size_seconds * 1000
+
+    def metric_config(self, limit: float | None) -> MetricConfig:
+        bound = NO_LIMIT if limit is None else float(limit)
+        return MetricConfig(samples=self.num_quota_samples, time_window_ms=self.window_ms, quota=Quota(bound))
+
+
+@dataclass(slots=True)
+class ClientSensors:
+    """The sensors one set of quota metric tags records into."""
+
+    tags: Mapping[str, str]
+    quota_sensor: Sensor
+    quota_metric: KafkaMetric
+    throttle_sensor: Sensor
+
+
+class ClientQuotaManager:
+    """Quotas of one type for (user, client-id) entities, with throttling."""
+
+    rate_metric_name = "byte-rate"
+    max_throttle_time_ms: int = INT_MAX
+    """Byte-rate throttles are not capped (beyond the int32 the response field holds)."""
+
+    def __init__(
+        self,
+        quota_type: QuotaType,
+        config: QuotaManagerConfig,
+        metrics: Metrics,
+        now_ms: int,
+        callback: ClientQuotaCallback | None = None,
+    ) -> None:
+        self.quota_type = quota_type
+        self.config = config
+        self.metrics = metrics
+        self._custom = callback is not None and type(callback) is not DefaultQuotaCallback
+        self.callback: ClientQuotaCallback = callback if callback is not None else DefaultQuotaCallback()
+        self._mask = CUSTOM if self._custom else 0
+        self._by_client: dict[tuple[str, str], ClientSensors] = {}
+        self._by_sensor: dict[str, ClientSensors] = {}
+        self.throttle_queue = ThrottleQueue(quota_type.value, metrics, now_ms)
+
+    # -- recording --------------------------------------------------------------------------
+
+    @property
+    def quotas_enabled(self) -> bool:
+        """False while no quota of this type has ever been set (QUO-3)."""
+        return self._mask != 0
+
+    def record_and_get_throttle_time_ms(
+        self, principal: str, client_id: str, value: float, now_ms: int
+    ) -> int:
+        """Record ``value`` for this client; the throttle time if its quota is now violated (QUO-7)."""
+        if not self._mask:
+            return 0
+        if self._custom and self.callback.quota_reset_required(self.quota_type):
+            self.update_quota_metric_configs()
+        sensors = self._by_client.get((principal, client_id))
+        if sensors is None:
+            sensors = self._sensors_for(principal, client_id, now_ms)
+        try:
+            sensors.quota_sensor.record(value, now_ms)
+        except QuotaViolationError as violation:
+            return self._throttle_time_ms(violation, now_ms)
+        return 0
+
+    def unrecord(self, principal: str, client_id: str, value: float, now_ms: int) -> None:
+        """Take back ``value`` without a quota check (a fetch that was not served, QUO-9)."""
+        if self._mask:
+            self._sensors_for(principal, client_id, now_ms).quota_sensor.record(-value, now_ms, check=False)
+
+    def _throttle_time_ms(self, violation: QuotaViolationError, now_ms: int) -> int:
+        """STAT-8 over the violated rate's window at this instant, capped at the manager's maximum."""
+        rate = violation.metric.stat
+        assert isinstance(rate, Rate)
+        window_ms = rate.window_size(violation.metric.config, now_ms)
+        return bounded_throttle_time_ms(
+            violation.value, violation.bound, window_ms, self.max_throttle_time_ms
+        )
+
+    def max_value_in_quota_window(self, principal: str, client_id: str, now_ms: int) -> float:
+        """The most one request may carry: ``limit x (samples - 1) x window_s`` (QUO-10)."""
+        if not self._mask:
+            return DOUBLE_MAX
+        limit = self.callback.quota_limit(
+            self.quota_type, self._sensors_for(principal, client_id, now_ms).tags
+        )
+        if limit is None:
+            return DOUBLE_MAX
+        return limit * (self.config.num_quota_samples - 1) * self.config.quota_window_size_seconds
+
+    def quota_limit(self, principal: str, client_id: str) -> float | None:
+        """The limit that applies to this client now, if any."""
+        tags = self.callback.quota_metric_tags(self.quota_type, principal, client_id)
+        return self.callback.quota_limit(self.quota_type, tags)
+
+    # -- throttling -------------------------------------------------------------------------
+
+    def throttle(
+        self, principal: str, client_id: str, throttle_ms: int, callback: ThrottleCallback, now_ms: int
+    ) -> ThrottledChannel | None:
+        """Mute the client for ``throttle_ms`` and record the throttle time (QUO-14)."""
+        if throttle_ms <= 0:
+            return None
+        if self._mask:
+            self._sensors_for(principal, client_id, now_ms).throttle_sensor.record(throttle_ms, now_ms)
+        return self.throttle_queue.throttle(callback, throttle_ms, now_ms)
+
+    # -- configuration ----------------------------------------------------------------------
+
+    def update_quota(self, entity: ClientQuotaEntity, limit: float | None) -> None:
+        """Set (or with None, remove) the quota of ``entity``, then re-bound existing sensors (QUO-8)."""
+        if limit is None:
+            self.callback.remove_quota(self.quota_type, entity)
+        else:
+            self.callback.update_quota(self.quota_type, entity, limit)
+        if not self._custom:
+            assert isinstance(self.callback, DefaultQuotaCallback)
+            self._mask = self.callback.quota_types_enabled(self.quota_type)
+        self._by_client.clear()  # the tags a client maps to may have changed
+        self.update_quota_metric_configs()
+
+    def update_quota_metric_configs(self) -> None:
+        """Give every existing quota sensor the limit its tags resolve to now, keeping its data."""
+        for sensors in list(self._by_sensor.values()):
+            limit = self.callback.quota_limit(self.quota_type, sensors.tags)
+            config = self.config.metric_config(limit)
+            if sensors.quota_metric.config != config:
+                sensors.quota_sensor.reconfigure(sensors.quota_metric, config)
+
+    def update_cluster_metadata(self, cluster: ClusterMetadata) -> bool:
+        """Tell the callback about the cluster; re-read every limit if it says they changed."""
+        changed = self.callback.update_cluster_metadata(cluster)
+        if changed:
+            self.update_quota_metric_configs()
+        return changed
+
+    def expire(self, now_ms: int) -> int:
+        """Drop this manager's sensors after an hour without records (STAT-9); return how many."""
+        removed = 0
+        for name, sensors in list(self._by_sensor.items()):
+            if sensors.quota_sensor.has_expired(now_ms) and sensors.throttle_sensor.has_expired(now_ms):
+                self.metrics.remove_sensor(name)
+                self.metrics.remove_sensor(sensors.throttle_sensor.name)
+                del self._by_sensor[name]
+                removed += 1
+        self._by_client.clear()
+        return removed
+
+    def close(self) -> None:
+        self.throttle_queue.close()
+
+    # -- sensors ----------------------------------------------------------------------------
+
+    def _sensors_for(self, principal: str, client_id: str, now_ms: int) -> ClientSensors:
+        key = (principal, client_id)
+        sensors = self._by_client.get(key)
+        if sensors is not None:
+            return sensors
+        tags = self.callback.quota_metric_tags(self.quota_type, principal, client_id)
+        suffix = ":".join(tags.values())
+        name = f"{self.quota_type.value}-{suffix}"
+        sensors = self._by_sensor.get(name)
+        if sensors is None:
+            sensors = self._create_sensors(name, suffix, tags, now_ms)
+            self._by_sensor[name] = sensors
+        self._by_client[key] = sensors
+        return sensors
+
+    def _create_sensors(self, name: str, suffix: str, tags: Mapping[str, str], now_ms: int) -> ClientSensors:
+        group = self.quota_type.value
+        config = self.config.metric_config(self.callback.quota_limit(self.quota_type, tags))
+        quota_sensor, created = self.metrics.sensor(name, now_ms, config, INACTIVE_SENSOR_EXPIRATION_MS)
+        if created:
+            self._add_quota_metrics(quota_sensor, tags)
+        throttle_sensor, created = self.metrics.sensor(
+            f"{group}ThrottleTime-{suffix}",
+            now_ms,
+            MetricConfig(samples=self.config.num_quota_samples, time_window_ms=self.config.window_ms),
+            INACTIVE_SENSOR_EXPIRATION_MS,
+        )
+        if created:
+            throttle_sensor.add(MetricName.of("throttle-time", group, tags), Avg())
+        return ClientSensors(tags, quota_sensor, quota_sensor.metrics[0], throttle_sensor)
+
+    def _add_quota_metrics(self, sensor: Sensor, tags: Mapping[str, str]) -> None:
+        """Give a new quota sensor its metrics; the first one carries the quota."""
+        sensor.add(MetricName.of(self.rate_metric_name, self.quota_type.value, tags), Rate())
