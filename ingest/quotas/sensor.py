@@ -4,8 +4,9 @@ STAT-9).
 A ``Sensor`` records a value into every stat it holds and then checks each metric that has a quota,
 raising ``QuotaViolationError`` with the observed value and the bound (the record is not rolled back;
 callers unrecord explicitly where Kafka does). The ``Metrics`` registry creates sensors on first use,
-removes them after their inactivity expiry, and publishes every metric's value; a lock guards
-creation, removal and reads, so a scrape from another thread sees consistent sensors.
+removes them after their inactivity expiry, and publishes every metric's value. One lock per
+registry guards creation, removal, recording, checks and reads (Kafka synchronizes each sensor), so a
+scrape from another thread never interleaves with a record.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Sensor:
     """Records values into its metrics and enforces their quotas (STAT-7)."""
 
     __slots__ = (
+        "_lock",
         "_metrics",
         "_parents",
         "_quota_metrics",
@@ -78,8 +80,11 @@ class Sensor:
         config: MetricConfig,
         now_ms: int,
         inactive_expiry_ms: int | None = None,
+        *,
         parents: Iterable[Sensor] = (),
+        lock: threading.Lock | None = None,
     ) -> None:
+        self._lock = lock or threading.Lock()
         self.name = name
         self.config = config
         self.inactive_expiry_ms = inactive_expiry_ms
@@ -110,15 +115,24 @@ class Sensor:
 
     def record(self, value: float, now_ms: int, check: bool = True) -> None:
         """Record into every metric, then (if ``check``) raise on the first violated quota."""
+        with self._lock:
+            self._record(value, now_ms, check)
+
+    def _record(self, value: float, now_ms: int, check: bool) -> None:
         self.last_record_ms = now_ms
         for metric in self._metrics:
             metric.stat.record(metric.config, value, now_ms)
         if check and self._quota_metrics:
-            self.check_quotas(now_ms)
+            self._check_quotas(now_ms)
         for parent in self._parents:
-            parent.record(value, now_ms, check)
+            parent._record(value, now_ms, check)
 
     def check_quotas(self, now_ms: int) -> None:
+        """Raise QuotaViolationError if a quota is violated now (nothing is recorded)."""
+        with self._lock:
+            self._check_quotas(now_ms)
+
+    def _check_quotas(self, now_ms: int) -> None:
         for metric in self._quota_metrics:
             quota = metric.config.quota
             assert quota is not None
@@ -163,7 +177,14 @@ class Metrics:
             sensor = self._sensors.get(name)
             if sensor is not None:
                 return sensor, False
-            sensor = Sensor(name, config or self.default_config, now_ms, inactive_expiry_ms, parents)
+            sensor = Sensor(
+                name,
+                config or self.default_config,
+                now_ms,
+                inactive_expiry_ms,
+                parents=parents,
+                lock=self._lock,
+            )
             self._sensors[name] = sensor
             return sensor, True
 
