@@ -1,2 +1,81 @@
 """The quota and throttle engine: the quota family Kafka brokers enforce, as pure logic with an
-injectable clock. Filled in module by module; see the package modules."""
+injectable clock.
+
+The flow: ``stats`` (Rate, TokenBucket) -> ``sensor`` (record, check quotas) -> ``throttle`` (how long
+to wait) -> the managers (``client_quota_manager`` for byte rates, ``request_quota_manager``,
+``controller_mutation_quota_manager``, ``connection_quotas``), whose limits come from a KIP-257
+``callback`` -> ``throttling`` (mute until the throttle ends). ``create_quota_managers`` builds them
+all from a ``QuotaConfig``.
+"""
+
+from ingest.quotas.callback import (
+    ClientQuotaCallback,
+    DefaultQuotaCallback,
+    QuotaCallbackError,
+    ReplicaShareQuotaCallback,
+    load_quota_callback,
+)
+from ingest.quotas.client_quota_manager import ClientQuotaManager, QuotaManagerConfig
+from ingest.quotas.clock import Clock, SystemClock
+from ingest.quotas.config import QuotaConfig, QuotaConfigError
+from ingest.quotas.connection_quotas import (
+    ConnectionQuotaConfig,
+    ConnectionQuotas,
+    ConnectionThrottledError,
+    TooManyConnectionsError,
+)
+from ingest.quotas.controller_mutation_quota_manager import (
+    ControllerMutationQuota,
+    ControllerMutationQuotaManager,
+    ThrottlingQuotaExceededError,
+)
+from ingest.quotas.entities import DEFAULT, ClientQuotaEntity, ClusterMetadata, QuotaEntityError, QuotaType
+from ingest.quotas.factory import QuotaManagers, create_quota_managers
+from ingest.quotas.request_quota_manager import ClientRequestQuotaManager
+from ingest.quotas.sensor import MetricName, Metrics, QuotaViolationError, Sensor
+from ingest.quotas.stats import MetricConfig, Quota, Rate, TokenBucket
+from ingest.quotas.throttle import bounded_throttle_time_ms, throttle_time_ms, token_bucket_throttle_time_ms
+from ingest.quotas.throttling import ThrottleCallback, ThrottleQueue, combine_throttle_ms
+
+__all__ = [
+    "DEFAULT",
+    "ClientQuotaCallback",
+    "ClientQuotaEntity",
+    "ClientQuotaManager",
+    "ClientRequestQuotaManager",
+    "Clock",
+    "ClusterMetadata",
+    "ConnectionQuotaConfig",
+    "ConnectionQuotas",
+    "ConnectionThrottledError",
+    "ControllerMutationQuota",
+    "ControllerMutationQuotaManager",
+    "DefaultQuotaCallback",
+    "MetricConfig",
+    "MetricName",
+    "Metrics",
+    "Quota",
+    "QuotaCallbackError",
+    "QuotaConfig",
+    "QuotaConfigError",
+    "QuotaEntityError",
+    "QuotaManagerConfig",
+    "QuotaManagers",
+    "QuotaType",
+    "QuotaViolationError",
+    "Rate",
+    "ReplicaShareQuotaCallback",
+    "Sensor",
+    "SystemClock",
+    "ThrottleCallback",
+    "ThrottleQueue",
+    "ThrottlingQuotaExceededError",
+    "TokenBucket",
+    "TooManyConnectionsError",
+    "bounded_throttle_time_ms",
+    "combine_throttle_ms",
+    "create_quota_managers",
+    "load_quota_callback",
+    "throttle_time_ms",
+    "token_bucket_throttle_time_ms",
+]
