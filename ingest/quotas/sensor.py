@@ -4,9 +4,10 @@ STAT-9).
 A ``Sensor`` records a value into every stat it holds and then checks each metric that has a quota,
 raising ``QuotaViolationError`` with the observed value and the bound (the record is not rolled back;
 callers unrecord explicitly where Kafka does). The ``Metrics`` registry creates sensors on first use,
-removes them after their inactivity expiry, and publishes every metric's value. One lock per
-registry guards creation, removal, recording, checks and reads (Kafka synchronizes each sensor), so a
-scrape from another thread never interleaves with a record.
+removes them after their inactivity expiry, and publishes every metric's value. Sensors are recorded
+from one thread, the event loop's (Kafka synchronizes each sensor because its request handlers are
+threads); the registry's lock guards creation, removal, expiry and reads, so publishing the values
+must also happen on that thread (the front end's ``/metrics`` handler runs on the loop).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from ingest.quotas.stats import Measurable, MetricConfig, TokenBucket
+from ingest.quotas.stats import Measurable, MetricConfig, Rate, TokenBucket
 
 __all__ = ["KafkaMetric", "MetricName", "Metrics", "QuotaViolationError", "Sensor"]
 
@@ -64,7 +65,7 @@ class Sensor:
     """Records values into its metrics and enforces their quotas (STAT-7)."""
 
     __slots__ = (
-        "_lock",
+        "_fast",
         "_metrics",
         "_parents",
         "_quota_metrics",
@@ -82,9 +83,7 @@ class Sensor:
         inactive_expiry_ms: int | None = None,
         *,
         parents: Iterable[Sensor] = (),
-        lock: threading.Lock | None = None,
     ) -> None:
-        self._lock = lock or threading.Lock()
         self.name = name
         self.config = config
         self.inactive_expiry_ms = inactive_expiry_ms
@@ -92,6 +91,7 @@ class Sensor:
         self._metrics: list[KafkaMetric] = []
         self._quota_metrics: list[KafkaMetric] = []
         self._parents = tuple(parents)
+        self._fast: tuple[KafkaMetric, Rate, MetricConfig, float, bool] | None = None
 
     @property
     def metrics(self) -> tuple[KafkaMetric, ...]:
@@ -112,27 +112,36 @@ class Sensor:
 
     def _refresh_quota_metrics(self) -> None:
         self._quota_metrics = [m for m in self._metrics if m.config.quota is not None]
+        only = self._metrics[0] if len(self._metrics) == 1 else None
+        self._fast = None
+        if (
+            only is not None
+            and only.config.quota is not None
+            and isinstance(only.stat, Rate)
+            and not self._parents
+        ):
+            # the usual quota sensor: one bounded rate; refreshed whenever its config changes
+            self._fast = (only, only.stat, only.config, only.config.quota.bound, only.config.quota.upper)
 
     def record(self, value: float, now_ms: int, check: bool = True) -> None:
         """Record into every metric, then (if ``check``) raise on the first violated quota."""
-        with self._lock:
-            self._record(value, now_ms, check)
-
-    def _record(self, value: float, now_ms: int, check: bool) -> None:
         self.last_record_ms = now_ms
+        fast = self._fast
+        if fast is not None and check:
+            metric, rate, config, bound, upper = fast
+            measured = rate.record_and_measure(config, value, now_ms)
+            if not (measured <= bound if upper else measured >= bound):
+                raise QuotaViolationError(metric, measured, bound)
+            return
         for metric in self._metrics:
             metric.stat.record(metric.config, value, now_ms)
         if check and self._quota_metrics:
-            self._check_quotas(now_ms)
+            self.check_quotas(now_ms)
         for parent in self._parents:
-            parent._record(value, now_ms, check)
+            parent.record(value, now_ms, check)
 
     def check_quotas(self, now_ms: int) -> None:
         """Raise QuotaViolationError if a quota is violated now (nothing is recorded)."""
-        with self._lock:
-            self._check_quotas(now_ms)
-
-    def _check_quotas(self, now_ms: int) -> None:
         for metric in self._quota_metrics:
             quota = metric.config.quota
             assert quota is not None
@@ -183,7 +192,6 @@ class Metrics:
                 now_ms,
                 inactive_expiry_ms,
                 parents=parents,
-                lock=self._lock,
             )
             self._sensors[name] = sensor
             return sensor, True

@@ -3,9 +3,10 @@
 
 Every stat takes ``now`` in ms and the config it is measured with; arithmetic is done in the order
 Kafka does it, so rates are the same IEEE doubles a broker computes (C-5). Samples live in parallel
-lists (values, event counts, start and last-event times) of at most ``samples + 1`` slots. Two
-cached bounds keep measuring cheap without changing results: the earliest time any sample can be
-purged (a lower bound of the samples' last-event times) and the oldest sample start.
+lists (values, event counts, start and last-event times) of at most ``samples + 1`` slots. Cached
+values keep measuring cheap without changing results: a lower bound of the samples' last-event
+times (no purge scan until it could matter), the oldest sample start, and a running total while
+every value is an integer below 2**52 (then every summation order gives the same double).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "WindowedSum",
 ]
 
+_EXACT_LIMIT: Final = float(2**52)
 NEVER: Final = -(1 << 62)
 """The last update time of a token bucket that has never been used (PD-9: it starts full)."""
 
@@ -75,10 +77,13 @@ class SampledStat:
     __slots__ = (
         "_counts",
         "_current",
+        "_exact",
         "_last_events",
+        "_max_last_event",
         "_min_last_event",
         "_oldest_start",
         "_starts",
+        "_total",
         "_values",
     )
 
@@ -89,47 +94,88 @@ class SampledStat:
         self._last_events: list[int] = []
         self._current = 0
         self._min_last_event = LONG_MAX  # a lower bound of every sample's last event time
+        self._max_last_event = -LONG_MAX  # the latest last event time of any sample
         self._oldest_start: int | None = None  # None: recompute
+        self._total = 0.0  # the sum of the values; exact (hence Java's sum too) while _exact
+        self._exact = True
 
     def _append(self, now_ms: int) -> int:
         self._values.append(0.0)
         self._counts.append(0)
         self._starts.append(now_ms)
         self._last_events.append(now_ms)
-        self._oldest_start = None
+        if self._oldest_start is not None and now_ms < self._oldest_start:
+            self._oldest_start = now_ms
         if now_ms < self._min_last_event:
             self._min_last_event = now_ms
+        if now_ms > self._max_last_event:
+            self._max_last_event = now_ms
         return len(self._values) - 1
 
     def _reset(self, i: int, now_ms: int) -> None:
-        self._values[i] = 0.0
+        old = self._values[i]
+        if old:
+            self._values[i] = 0.0
+            self._total -= old
+        if self._starts[i] == self._oldest_start:
+            self._oldest_start = None
         self._counts[i] = 0
         self._starts[i] = now_ms
         self._last_events[i] = now_ms
-        self._oldest_start = None
+        if now_ms > self._max_last_event:
+            self._max_last_event = now_ms
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         """Add ``value`` to the current sample, first advancing if it is complete (STAT-3)."""
-        if not self._values:
+        values = self._values
+        if not values:
             self._append(now_ms)
         i = self._current
         if now_ms - self._starts[i] >= config.time_window_ms or self._counts[i] >= config.event_window:
             i = self._current = (i + 1) % (config.samples + 1)
-            if i >= len(self._values):
+            if i >= len(values):
                 self._append(now_ms)
             else:
                 self._reset(i, now_ms)
-        self._values[i] += value
+        values[i] += value
         self._counts[i] += 1
         self._last_events[i] = now_ms
         if now_ms < self._min_last_event:
             self._min_last_event = now_ms
+        if now_ms > self._max_last_event:
+            self._max_last_event = now_ms
+        if self._exact:
+            self._total += value
+            if value % 1.0 or not -_EXACT_LIMIT < self._total < _EXACT_LIMIT:
+                self._exact = False  # fractions (or huge sums): Java's left-to-right loop from now on
+
+    def _restart(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        """``record`` then ``purge`` when every sample is already expired, in O(1) list operations.
+
+        The current sample is complete, so recording advances to the next slot; the purge then
+        resets every other slot. What is left is fully determined: every slot starts and last
+        saw an event at ``now``, and only the new current slot holds a value.
+        """
+        current = (self._current + 1) % (config.samples + 1)
+        n = max(len(self._values), current + 1)
+        self._values = [0.0] * n
+        self._values[current] = 0.0 + value
+        self._counts = [0] * n
+        self._counts[current] = 1
+        self._starts = [now_ms] * n
+        self._last_events = [now_ms] * n
+        self._current = current
+        self._min_last_event = self._max_last_event = self._oldest_start = now_ms
+        self._total = 0.0 + value
+        self._exact = not value % 1.0 and -_EXACT_LIMIT < value < _EXACT_LIMIT
 
     def purge(self, config: MetricConfig, now_ms: int) -> None:
         """Reset every sample whose last event is ``samples x window`` old or older (STAT-4)."""
         expire_age = config.samples * config.time_window_ms
-        if now_ms - self._min_last_event < expire_age:
-            return  # no sample can be that old
+        if now_ms - self._min_last_event >= expire_age:  # else no sample can be that old
+            self._purge(now_ms, expire_age)
+
+    def _purge(self, now_ms: int, expire_age: int) -> None:
         lowest = LONG_MAX
         for i, last in enumerate(self._last_events):
             kept = last
@@ -144,9 +190,10 @@ class SampledStat:
         """Start time of the oldest sample (creating the first one if there is none)."""
         if not self._values:
             self._append(now_ms)
-        if self._oldest_start is None:
-            self._oldest_start = min(self._starts)
-        return self._oldest_start
+        oldest = self._oldest_start
+        if oldest is None:
+            oldest = self._oldest_start = min(self._starts)
+        return oldest
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         self.purge(config, now_ms)
@@ -155,9 +202,12 @@ class SampledStat:
     def combine(self, config: MetricConfig, now_ms: int) -> float:
         raise NotImplementedError
 
-    def _total(self) -> float:
+    def _sum(self) -> float:
+        """The sum of the samples' values exactly as Java adds them (left to right)."""
+        if self._exact:
+            return self._total  # integers below 2**52: every order gives the same double
         total = 0.0
-        for value in self._values:  # left to right, as Java does (sum() compensates on 3.12+)
+        for value in self._values:  # sum() compensates on Python 3.12+, Java does not
             total += value
         return total
 
@@ -168,10 +218,10 @@ class WindowedSum(SampledStat):
     __slots__ = ()
 
     def combine(self, config: MetricConfig, now_ms: int) -> float:
-        return self._total()
+        return self._sum()
 
 
-class WindowedCount(SampledStat):
+class WindowedCount(WindowedSum):
     """The number of recordings over the live samples."""
 
     __slots__ = ()
@@ -179,8 +229,8 @@ class WindowedCount(SampledStat):
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         super().record(config, 1.0, now_ms)
 
-    def combine(self, config: MetricConfig, now_ms: int) -> float:
-        return self._total()
+    def _restart(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        super()._restart(config, 1.0, now_ms)
 
 
 class Avg(SampledStat):
@@ -190,15 +240,15 @@ class Avg(SampledStat):
 
     def combine(self, config: MetricConfig, now_ms: int) -> float:
         count = sum(self._counts)
-        return self._total() / count if count else float("nan")
+        return self._sum() / count if count else float("nan")
 
 
 class Rate:
-    """Per-second rate of a windowed stat with Kafka's window padding rule (STAT-5)."""
+    """Per-second rate of a windowed sum (or count) with Kafka's window padding rule (STAT-5)."""
 
     __slots__ = ("stat",)
 
-    def __init__(self, stat: SampledStat | None = None) -> None:
+    def __init__(self, stat: WindowedSum | None = None) -> None:
         self.stat = stat if stat is not None else WindowedSum()
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
@@ -207,6 +257,28 @@ class Rate:
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         value = self.stat.measure(config, now_ms)
         return value / (self.window_size(config, now_ms) / 1000.0)
+
+    def record_and_measure(self, config: MetricConfig, value: float, now_ms: int) -> float:
+        """``record`` then ``measure`` in one step: the quota check after every record."""
+        stat = self.stat
+        window = config.time_window_ms
+        samples = config.samples
+        expire_age = samples * window
+        if stat._values and now_ms - stat._max_last_event >= expire_age:
+            stat._restart(config, value, now_ms)  # idle for a whole span: every sample expired
+        else:
+            stat.record(config, value, now_ms)
+            if now_ms - stat._min_last_event >= expire_age:
+                stat._purge(now_ms, expire_age)
+        total = stat._sum()
+        oldest = stat._oldest_start
+        if oldest is None:
+            oldest = stat.oldest_start(now_ms)
+        elapsed = now_ms - oldest
+        full = elapsed // window if elapsed >= 0 else -(-elapsed // window)  # Java truncation
+        if full < samples - 1:
+            elapsed += (samples - 1 - full) * window
+        return total / ((elapsed if elapsed > 1 else 1) / 1000.0)
 
     def window_size(self, config: MetricConfig, now_ms: int) -> int:
         """The span the rate is averaged over, in ms: at least ``samples - 1`` full windows."""

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from ingest.quotas.clock import Clock
 from ingest.quotas.sensor import MetricName, Metrics
-from ingest.quotas.stats import WindowedSum
+from ingest.quotas.stats import MetricConfig
 
 __all__ = ["ThrottleCallback", "ThrottleQueue", "ThrottledChannel", "combine_throttle_ms"]
 
@@ -119,14 +119,16 @@ class ThrottleQueue:
         self._wakeup.set()
 
 
-class _QueueSize(WindowedSum):
-    """A gauge: the number of channels currently in the queue."""
+class _QueueSize:
+    """A gauge: the number of channels currently in the queue (recording does nothing)."""
 
     __slots__ = ("_queue",)
 
     def __init__(self, queue: ThrottleQueue) -> None:
-        super().__init__()
         self._queue = queue
 
-    def measure(self, config: object, now_ms: int) -> float:
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        return None
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
         return float(len(self._queue))

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import os
 import pkgutil
+from pathlib import Path
 
 import pytest
 
 import ingest.quotas
 from ingest.quotas import combine_throttle_ms
 
-MODULES = [m.name for m in pkgutil.iter_modules(ingest.quotas.__path__)]
+PACKAGE_DIR = Path(ingest.quotas.__file__).parent
+MODULES = sorted({m.name for m in pkgutil.iter_modules(ingest.quotas.__path__)} - {"__init__"})
 
 
 def test_facade_exports_exist() -> None:
@@ -20,10 +24,23 @@ def test_facade_exports_exist() -> None:
 
 @pytest.mark.parametrize("module", MODULES)
 def test_every_module_says_what_it_owns(module: str) -> None:
+    source = PACKAGE_DIR / f"{module}.py"  # compiled modules have no __doc__: read the source
+    assert ast.get_docstring(ast.parse(source.read_text())), f"{source} needs a docstring"
     mod = importlib.import_module(f"ingest.quotas.{module}")
-    assert mod.__doc__
     for name in getattr(mod, "__all__", []):
         assert hasattr(mod, name), f"ingest.quotas.{module}.{name}"
+
+
+@pytest.mark.skipif(bool(os.environ.get("TELEMETRY_SINK_PURE_PYTHON")), reason="built without mypyc")
+@pytest.mark.parametrize("module", ["stats", "sensor"])
+def test_hot_modules_are_compiled_and_up_to_date(module: str) -> None:
+    """setup.py compiles these with mypyc; a stale build would test old code."""
+    mod = importlib.import_module(f"ingest.quotas.{module}")
+    compiled = Path(mod.__file__ or "")
+    assert compiled.suffix == ".so", f"{module} runs as plain Python: run `make setup`"
+    source = PACKAGE_DIR / f"{module}.py"
+    stale = f"{compiled} is older than {source}: run `make setup`"
+    assert compiled.stat().st_mtime >= source.stat().st_mtime, stale
 
 
 def test_QUO_9_combining_quotas_takes_the_largest_throttle() -> None:
