@@ -21,7 +21,7 @@ from typing import Final
 from ingest.quotas.clock import Clock
 from ingest.quotas.java import INT_MAX
 from ingest.quotas.sensor import MetricName, Metrics, QuotaViolationError, Sensor
-from ingest.quotas.stats import Avg, MetricConfig, Quota, Rate
+from ingest.quotas.stats import Avg, Gauge, MetricConfig, Quota, Rate
 from ingest.quotas.throttle import bounded_throttle_time_ms
 
 __all__ = [
@@ -185,12 +185,17 @@ class ConnectionQuotas:
         ip_throttle, _ = self.metrics.sensor(f"IpConnectionAcceptThrottleTime-{name}", now, avg_config)
         if not ip_throttle.metrics:
             ip_throttle.add(MetricName.of("ip-connection-accept-throttle-time", GROUP, tags), Avg())
-        self._listeners[name] = _Listener(name, max_connections, rate, throttle, ip_throttle)
+        listener = _Listener(name, max_connections, rate, throttle, ip_throttle)
+        count, _ = self.metrics.sensor(f"ConnectionCount-{name}", now)
+        if not count.metrics:
+            count.add(MetricName.of("connection-count", GROUP, tags), Gauge(lambda: listener.count))
+        self._listeners[name] = listener
 
     def remove_listener(self, name: str) -> None:
         listener = self._listeners.pop(name)
         for sensor in (listener.rate_sensor, listener.throttle_sensor, listener.ip_throttle_sensor):
             self.metrics.remove_sensor(sensor.name)
+        self.metrics.remove_sensor(f"ConnectionCount-{name}")
         self._slot_freed.set()
 
     def update_max_connections(self, max_connections: int) -> None:

@@ -41,10 +41,14 @@ class QuotaViolationError(Exception):
     """A metric's value broke its quota: ``value`` observed against ``bound``."""
 
     def __init__(self, metric: KafkaMetric, value: float, bound: float) -> None:
-        super().__init__(f"{metric.metric_name.name} {metric.metric_name.tag_map} is {value}, bound {bound}")
+        super().__init__(metric, value, bound)
         self.metric = metric
         self.value = value
         self.bound = bound
+
+    def __str__(self) -> str:  # formatted only when shown: violations are common on the hot path
+        name = self.metric.metric_name
+        return f"{name.name} {name.tag_map} is {self.value}, bound {self.bound}"
 
 
 class KafkaMetric:

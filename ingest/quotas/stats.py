@@ -11,6 +11,7 @@ every value is an integer below 2**52 (then every summation order gives the same
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
@@ -18,6 +19,7 @@ from ingest.quotas.java import LONG_MAX
 
 __all__ = [
     "Avg",
+    "Gauge",
     "Measurable",
     "MetricConfig",
     "Quota",
@@ -291,6 +293,21 @@ class Rate:
         if full < min_full:
             elapsed += (min_full - full) * window
         return max(elapsed, 1)
+
+
+class Gauge:
+    """A value read when measured (a queue length, a connection count); recording does nothing."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, read: Callable[[], float]) -> None:
+        self._read = read
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        return None
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        return float(self._read())
 
 
 class TokenBucket:

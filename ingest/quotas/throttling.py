@@ -17,7 +17,7 @@ from typing import Protocol
 
 from ingest.quotas.clock import Clock
 from ingest.quotas.sensor import MetricName, Metrics
-from ingest.quotas.stats import MetricConfig
+from ingest.quotas.stats import Gauge
 
 __all__ = ["ThrottleCallback", "ThrottleQueue", "ThrottledChannel", "combine_throttle_ms"]
 
@@ -70,7 +70,7 @@ class ThrottleQueue:
         self._closed = False
         sensor, created = metrics.sensor(f"{quota_type_name}-delayQueue", now_ms)
         if created:
-            sensor.add(MetricName.of("queue-size", quota_type_name), _QueueSize(self))
+            sensor.add(MetricName.of("queue-size", quota_type_name), Gauge(lambda: len(self._heap)))
         self._sensor = sensor
 
     def __len__(self) -> int:
@@ -117,18 +117,3 @@ class ThrottleQueue:
         while self._heap:
             heapq.heappop(self._heap)[2].notify_throttling_done()
         self._wakeup.set()
-
-
-class _QueueSize:
-    """A gauge: the number of channels currently in the queue (recording does nothing)."""
-
-    __slots__ = ("_queue",)
-
-    def __init__(self, queue: ThrottleQueue) -> None:
-        self._queue = queue
-
-    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
-        return None
-
-    def measure(self, config: MetricConfig, now_ms: int) -> float:
-        return float(len(self._queue))

@@ -26,7 +26,7 @@ def _manager(quota: float = 10.0, samples: int = 10) -> ControllerMutationQuotaM
     return m
 
 
-def test_TB_4_TB_E3_strict_quota() -> None:
+def test_TB_4_TB_6_TB_E3_strict_quota_and_throttle_decay() -> None:
     quota = _manager().new_strict_quota(PRINCIPAL, "test-client", T0)
     assert isinstance(quota, StrictControllerMutationQuota)
     quota.record(90, T0)  # 100 -> 10
@@ -41,7 +41,7 @@ def test_TB_4_TB_E3_strict_quota() -> None:
     assert quota.throttle_time_ms(T0 + 5000) == 3000  # TB-6: decays by the time waited
 
 
-def test_TB_5_TB_E4_permissive_quota() -> None:
+def test_TB_5_TB_6_TB_E4_permissive_quota_and_throttle_decay() -> None:
     m = _manager()
     quota = m.new_permissive_quota(PRINCIPAL, "test-client", T0)
     assert isinstance(quota, PermissiveControllerMutationQuota)

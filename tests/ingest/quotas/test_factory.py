@@ -185,3 +185,39 @@ def test_STAT_9_expire_drops_idle_sensors_of_every_manager() -> None:
     before = len(managers.metrics)
     assert managers.expire(clock.now_ms() + 3600_001) >= 1
     assert len(managers.metrics) < before
+
+
+async def test_sensors_are_published_with_kafka_like_names_and_tags() -> None:
+    clock = FakeClock()
+    managers = create_quota_managers(QuotaConfig(), clock)
+    managers.connections.add_listener("EXTERNAL")
+    for key in ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"):
+        managers.alter(E("alice", None), key, 1000)
+    now = clock.now_ms()
+    managers.produce.record_and_get_throttle_time_ms("User:alice", "c", 100, now)
+    managers.fetch.record_and_get_throttle_time_ms("User:alice", "c", 100, now)
+    managers.request.record_request_time("User:alice", "c", 1_000_000, now)
+    managers.request.record_exempt(1_000_000, now)
+    managers.controller_mutation.record("User:alice", "c", 1, now)
+    managers.produce.throttle("User:alice", "c", 50, Channel(), now)
+    await managers.connections.inc("EXTERNAL", "127.0.0.1")
+    published = {(n.group, n.name, n.tags) for n in managers.values(now)}
+    alice = (("client-id", ""), ("user", "alice"))
+    for expected in [
+        ("Produce", "byte-rate", alice),
+        ("Produce", "throttle-time", alice),
+        ("Fetch", "byte-rate", alice),
+        ("Request", "request-time", alice),
+        ("Request", "exempt-request-time", ()),
+        ("ControllerMutation", "tokens", alice),
+        ("ControllerMutation", "mutation-rate", alice),
+        ("ControllerMutation", "throttle-time", alice),
+        ("Produce", "queue-size", ()),
+        ("socket-server-metrics", "connection-count", (("listener", "EXTERNAL"),)),
+        ("socket-server-metrics", "connection-accept-rate", (("listener", "EXTERNAL"),)),
+        ("socket-server-metrics", "broker-connection-accept-rate", ()),
+    ]:
+        assert expected in published, expected
+    values = {(n.group, n.name): v for n, v in managers.values(now).items()}
+    assert values["Produce", "queue-size"] == 1.0
+    assert values["socket-server-metrics", "connection-count"] == 1.0
