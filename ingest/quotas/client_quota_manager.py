@@ -96,9 +96,7 @@ class ClientQuotaManager:
         """Record ``value`` for this client; the throttle time if its quota is now violated (QUO-7)."""
         if not self._mask:
             return 0
-        if self._custom and self.callback.quota_reset_required(self.quota_type):
-            self.update_quota_metric_configs()
-        sensors = self._by_client.get((principal, client_id))
+        sensors = None if self._custom else self._by_client.get((principal, client_id))
         if sensors is None:
             sensors = self._sensors_for(principal, client_id, now_ms)
         try:
@@ -175,18 +173,24 @@ class ClientQuotaManager:
         """Tell the callback about the cluster; re-read every limit if it says they changed."""
         changed = self.callback.update_cluster_metadata(cluster)
         if changed:
+            self._by_client.clear()
             self.update_quota_metric_configs()
         return changed
 
     def expire(self, now_ms: int) -> int:
-        """Drop this manager's sensors after an hour without records (STAT-9); return how many."""
+        """Drop this manager's sensors after an hour without records (STAT-9); return how many.
+
+        Each sensor expires on its own, as in Kafka; a client whose quota or throttle-time sensor
+        went is looked up afresh next time (the other sensor, if alive, keeps its data).
+        """
         removed = 0
         for name, sensors in list(self._by_sensor.items()):
-            if sensors.quota_sensor.has_expired(now_ms) and sensors.throttle_sensor.has_expired(now_ms):
-                self.metrics.remove_sensor(name)
-                self.metrics.remove_sensor(sensors.throttle_sensor.name)
+            gone = [s for s in (sensors.quota_sensor, sensors.throttle_sensor) if s.has_expired(now_ms)]
+            if gone:
+                for sensor in gone:
+                    self.metrics.remove_sensor(sensor.name)
                 del self._by_sensor[name]
-                removed += 1
+                removed += len(gone)
         self._by_client.clear()
         return removed
 
@@ -196,6 +200,11 @@ class ClientQuotaManager:
     # -- sensors ----------------------------------------------------------------------------
 
     def _sensors_for(self, principal: str, client_id: str, now_ms: int) -> ClientSensors:
+        """The sensors of this client, created on first use (every lookup polls a custom callback
+        for a reset, QUO-13)."""
+        if self._custom and self.callback.quota_reset_required(self.quota_type):
+            self._by_client.clear()
+            self.update_quota_metric_configs()
         key = (principal, client_id)
         sensors = self._by_client.get(key)
         if sensors is not None:

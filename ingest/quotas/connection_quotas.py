@@ -190,6 +190,7 @@ class ConnectionQuotas:
         if not count.metrics:
             count.add(MetricName.of("connection-count", GROUP, tags), Gauge(lambda: listener.count))
         self._listeners[name] = listener
+        self._slot_freed.set()  # a second listener makes the inter-broker one protected (CONN-2)
 
     def remove_listener(self, name: str) -> None:
         listener = self._listeners.pop(name)
@@ -274,8 +275,9 @@ class ConnectionQuotas:
         self._count(listener, ip)
 
     def dec(self, listener_name: str, ip: str) -> None:
-        """A connection closed: free its slot and wake waiting acceptors."""
-        listener = self._listener(listener_name)
+        """A connection closed: free its slot and wake waiting acceptors (also after its listener
+        was removed)."""
+        listener = self._listeners.get(listener_name)
         ip = canonical_ip(ip)
         count = self._counts.get(ip)
         if count is None:
@@ -287,8 +289,20 @@ class ConnectionQuotas:
         else:
             self._counts[ip] = count - 1
         self._total -= 1
-        listener.count -= 1
+        if listener is not None:
+            listener.count -= 1
         self._slot_freed.set()
+
+    def prune(self) -> int:
+        """Forget IP sensors the registry expired (after an hour without connections)."""
+        gone = [
+            ip
+            for ip, sensor in self._ip_sensors.items()
+            if self.metrics.get_sensor(sensor.name) is not sensor
+        ]
+        for ip in gone:
+            del self._ip_sensors[ip]
+        return len(gone)
 
     def _count(self, listener: _Listener, ip: str) -> None:
         previous = self._counts.get(ip, 0)

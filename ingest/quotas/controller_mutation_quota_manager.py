@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from ingest.quotas.callback import ClientQuotaCallback
 from ingest.quotas.client_quota_manager import ClientQuotaManager, QuotaManagerConfig
 from ingest.quotas.entities import QuotaType
+from ingest.quotas.java import INT_MAX
 from ingest.quotas.sensor import MetricName, Metrics, QuotaViolationError, Sensor
 from ingest.quotas.stats import MetricConfig, Rate, TokenBucket
 from ingest.quotas.throttle import token_bucket_throttle_time_ms
@@ -43,7 +44,8 @@ class ThrottlingQuotaExceededError(Exception):
 
 
 def _violation_throttle_ms(violation: QuotaViolationError) -> int:
-    return token_bucket_throttle_time_ms(violation.value, violation.bound)
+    """TB-3, capped at the int32 the response field holds."""
+    return min(token_bucket_throttle_time_ms(violation.value, violation.bound), INT_MAX)
 
 
 class ControllerMutationQuota:

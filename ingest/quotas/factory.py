@@ -9,7 +9,7 @@ metrics registry; ``alter`` routes an AlterClientQuotas-style change to the mana
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ingest.quotas.callback import ClientQuotaCallback, load_quota_callback
 from ingest.quotas.client_quota_manager import ClientQuotaManager, QuotaManagerConfig
@@ -25,6 +25,7 @@ from ingest.quotas.entities import (
     QuotaType,
     validate_quota,
 )
+from ingest.quotas.java import sanitize
 from ingest.quotas.request_quota_manager import ClientRequestQuotaManager
 from ingest.quotas.sensor import MetricName, Metrics
 
@@ -49,9 +50,12 @@ class QuotaManagers:
         return {m.quota_type: m for m in self.client_managers()}[quota_type]
 
     def alter(self, entity: ClientQuotaEntity, key: str, value: float | None) -> None:
-        """Set (or with None remove) one quota of one entity; raise QuotaEntityError (42) first if
-        Kafka's controller would refuse it."""
+        """Set (or with None remove) one quota of one entity, named as AlterClientQuotas names it
+        (the user's principal name as is); raise QuotaEntityError (42) first if Kafka's controller
+        would refuse it."""
         validate_quota(entity, key, value)
+        if entity.user is not None and entity.user != DEFAULT:
+            entity = replace(entity, user=sanitize(entity.user))  # sensors are tagged sanitized
         if key == CONNECTION_CREATION_RATE:
             ip = None if entity.ip == DEFAULT else entity.ip
             self.connections.update_ip_connection_rate_quota(ip, None if value is None else int(value))
@@ -67,7 +71,9 @@ class QuotaManagers:
     def expire(self, now_ms: int) -> int:
         """Drop sensors idle past their expiry (call every 30 s, as Kafka's expiry task does)."""
         removed = sum(m.expire(now_ms) for m in self.client_managers())
-        return removed + len(self.metrics.expire(now_ms))
+        removed += len(self.metrics.expire(now_ms))
+        self.connections.prune()
+        return removed
 
     async def run_reapers(self, clock: Clock) -> None:
         """One reaper per quota type, until ``close()``."""

@@ -43,4 +43,5 @@ def double_to_int(x: float) -> int:
 def sanitize(name: str) -> str:
     """Kafka's ``Sanitizer.sanitize``: URL-encode as Java's ``URLEncoder`` (UTF-8), with space as
     ``%20`` and ``*`` as ``%2A``; letters, digits, ``.``, ``-`` and ``_`` are kept (QUO-4)."""
-    return quote(name, safe="").replace("~", "%7E")
+    # Java's UTF-8 encoder writes "?" for a lone surrogate; so does Python's "replace"
+    return quote(name.encode("utf-8", "replace"), safe="").replace("~", "%7E")

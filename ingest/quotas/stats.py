@@ -86,6 +86,7 @@ class SampledStat:
         "_oldest_start",
         "_starts",
         "_total",
+        "_total_abs",
         "_values",
     )
 
@@ -99,6 +100,7 @@ class SampledStat:
         self._max_last_event = -LONG_MAX  # the latest last event time of any sample
         self._oldest_start: int | None = None  # None: recompute
         self._total = 0.0  # the sum of the values; exact (hence Java's sum too) while _exact
+        self._total_abs = 0.0  # bounds every partial sum Java could form, for _exact
         self._exact = True
 
     def _append(self, now_ms: int) -> int:
@@ -121,11 +123,15 @@ class SampledStat:
             self._total -= old
         if self._starts[i] == self._oldest_start:
             self._oldest_start = None
+        elif self._oldest_start is not None and now_ms < self._oldest_start:
+            self._oldest_start = now_ms  # the clock went backwards
         self._counts[i] = 0
         self._starts[i] = now_ms
         self._last_events[i] = now_ms
         if now_ms > self._max_last_event:
             self._max_last_event = now_ms
+        if now_ms < self._min_last_event:
+            self._min_last_event = now_ms
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         """Add ``value`` to the current sample, first advancing if it is complete (STAT-3)."""
@@ -148,15 +154,17 @@ class SampledStat:
             self._max_last_event = now_ms
         if self._exact:
             self._total += value
-            if value % 1.0 or not -_EXACT_LIMIT < self._total < _EXACT_LIMIT:
+            self._total_abs += abs(value)
+            if value % 1.0 or self._total_abs >= _EXACT_LIMIT:
                 self._exact = False  # fractions (or huge sums): Java's left-to-right loop from now on
 
     def _restart(self, config: MetricConfig, value: float, now_ms: int) -> None:
         """``record`` then ``purge`` when every sample is already expired, in O(1) list operations.
 
-        The current sample is complete, so recording advances to the next slot; the purge then
-        resets every other slot. What is left is fully determined: every slot starts and last
-        saw an event at ``now``, and only the new current slot holds a value.
+        The caller checked that the current sample is complete, so recording advances to the next
+        slot, and that every last event is a whole span old, so the purge resets every other slot.
+        What is left is fully determined: every slot starts and last saw an event at ``now``, and
+        only the new current slot holds a value.
         """
         current = (self._current + 1) % (config.samples + 1)
         n = max(len(self._values), current + 1)
@@ -169,7 +177,8 @@ class SampledStat:
         self._current = current
         self._min_last_event = self._max_last_event = self._oldest_start = now_ms
         self._total = 0.0 + value
-        self._exact = not value % 1.0 and -_EXACT_LIMIT < value < _EXACT_LIMIT
+        self._total_abs = abs(self._total)
+        self._exact = not value % 1.0 and self._total_abs < _EXACT_LIMIT
 
     def purge(self, config: MetricConfig, now_ms: int) -> None:
         """Reset every sample whose last event is ``samples x window`` old or older (STAT-4)."""
@@ -266,7 +275,11 @@ class Rate:
         window = config.time_window_ms
         samples = config.samples
         expire_age = samples * window
-        if stat._values and now_ms - stat._max_last_event >= expire_age:
+        if (
+            stat._values
+            and now_ms - stat._max_last_event >= expire_age
+            and now_ms - stat._starts[stat._current] >= window
+        ):
             stat._restart(config, value, now_ms)  # idle for a whole span: every sample expired
         else:
             stat.record(config, value, now_ms)

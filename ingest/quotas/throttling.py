@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 from typing import Protocol
 
 from ingest.quotas.clock import Clock
@@ -20,6 +21,8 @@ from ingest.quotas.sensor import MetricName, Metrics
 from ingest.quotas.stats import Gauge
 
 __all__ = ["ThrottleCallback", "ThrottleQueue", "ThrottledChannel", "combine_throttle_ms"]
+
+log = logging.getLogger(__name__)
 
 
 def combine_throttle_ms(*throttles_ms: int) -> int:
@@ -56,7 +59,10 @@ class ThrottledChannel:
     def notify_throttling_done(self) -> None:
         if not self._done:
             self._done = True
-            self.callback.end_throttling()
+            try:
+                self.callback.end_throttling()
+            except Exception:  # one broken channel must not keep the others muted
+                log.exception("end_throttling failed")
 
 
 class ThrottleQueue:

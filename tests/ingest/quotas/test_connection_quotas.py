@@ -211,7 +211,28 @@ def test_CONN_3_dec_of_an_unknown_ip_is_an_error() -> None:
     with pytest.raises(ValueError, match="no connections"):
         quotas.dec("EXTERNAL", IP)
     with pytest.raises(ValueError, match="unknown listener"):
-        quotas.dec("NOPE", IP)
+        asyncio.run(quotas.inc("NOPE", IP))
+
+
+async def test_CONN_3_dec_after_the_listener_was_removed_still_frees_the_counts() -> None:
+    quotas = _quotas()
+    await quotas.inc("ADMIN", IP)
+    quotas.remove_listener("ADMIN")
+    quotas.dec("ADMIN", IP)
+    assert (quotas.get(IP), quotas.total) == (0, 0)
+
+
+async def test_CONN_2_adding_a_listener_wakes_acceptors_it_unblocks() -> None:
+    quotas = ConnectionQuotas(
+        ConnectionQuotaConfig(max_connections=1), Metrics(), FakeClock(), inter_broker_listener="REPL"
+    )
+    quotas.add_listener("REPL")
+    await quotas.inc("REPL", IP)
+    blocked = asyncio.create_task(quotas.inc("REPL", OTHER_IP))
+    await asyncio.sleep(0)
+    assert not blocked.done()
+    quotas.add_listener("EXTERNAL")  # REPL is now protected: the broker-wide limit no longer applies
+    await asyncio.wait_for(blocked, 1)
 
 
 async def test_CONN_5_sensor_names_and_ip_sensor_expiry() -> None:
