@@ -1,3 +1,39 @@
-"""Exporter plugins: where accepted pushes go (default: durable Delta landing). Arrives with issue 4."""
+"""Exporter plugins: where accepted pushes go. The default lands them durably in Delta Lake.
 
-__all__: list[str] = []
+``Exporter`` (the interface) -> ``DeltaLandingExporter`` (group-committed bronze table),
+``OtlpForwardingExporter`` (a downstream collector), ``LogExporter``, ``InMemoryExporter``;
+``load_exporter`` finds one by entry point or dotted path, ``ChainExporter`` runs several;
+``QuotaSampleRecorder`` lands quota-sensor snapshots; ``maintain`` compacts, checkpoints and vacuums.
+"""
+
+from exporters.base import Exporter, ExportResult, Health, PushContext, TelemetryPush, new_push_id
+from exporters.delta.landing import DeltaLandingExporter
+from exporters.delta.maintenance import MaintenanceReport, maintain
+from exporters.delta.quota_samples import QuotaSampleRecorder
+from exporters.delta.schema import QUOTA_SAMPLES_SCHEMA, TELEMETRY_PUSHES_SCHEMA, QuotaSample
+from exporters.in_memory import InMemoryExporter
+from exporters.log import LogExporter
+from exporters.otlp_forward import OtlpForwardingExporter
+from exporters.registry import ChainExporter, ExporterLoadError, load_exporter
+
+__all__ = [
+    "QUOTA_SAMPLES_SCHEMA",
+    "TELEMETRY_PUSHES_SCHEMA",
+    "ChainExporter",
+    "DeltaLandingExporter",
+    "ExportResult",
+    "Exporter",
+    "ExporterLoadError",
+    "Health",
+    "InMemoryExporter",
+    "LogExporter",
+    "MaintenanceReport",
+    "OtlpForwardingExporter",
+    "PushContext",
+    "QuotaSample",
+    "QuotaSampleRecorder",
+    "TelemetryPush",
+    "load_exporter",
+    "maintain",
+    "new_push_id",
+]

@@ -1,14 +1,25 @@
-"""The ``telemetry-sink`` command line. Subcommands (serve, rollup, dashboard, admin, loadgen,
-maintain) arrive with the issues that build them."""
+"""The ``telemetry-sink`` command line.
+
+Subcommands so far: ``maintain`` (compact, checkpoint and vacuum the bronze Delta tables). ``serve``,
+``rollup``, ``dashboard``, ``admin`` and ``loadgen`` arrive with the issues that build them.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["build_parser", "main"]
+from deltalake.exceptions import TableNotFoundError
+
+from exporters import maintain
+from exporters.delta.maintenance import DEFAULT_RETENTION_HOURS
+
+__all__ = ["BRONZE_TABLES", "build_parser", "main"]
+
+BRONZE_TABLES = ("telemetry_pushes", "quota_samples")
 
 
 def _version() -> str:
@@ -16,6 +27,13 @@ def _version() -> str:
         return version("telemetry-sink")
     except PackageNotFoundError:  # running from a source tree that was not installed
         return "0+unknown"
+
+
+def _storage_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,13 +45,74 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    maintain_cmd = commands.add_parser(
+        "maintain",
+        help="compact, vacuum and checkpoint the bronze Delta tables (safe while the sink writes)",
+        description="Compact small files, vacuum unreferenced ones older than the retention, and "
+        "write a checkpoint, for each bronze table under the data root.",
+    )
+    maintain_cmd.add_argument(
+        "--data-root", default="data", help="local path or object-store URI (default: data)"
+    )
+    maintain_cmd.add_argument(
+        "--table", action="append", choices=BRONZE_TABLES, help="only this table (repeatable; default: all)"
+    )
+    maintain_cmd.add_argument(
+        "--retention-hours",
+        type=int,
+        default=DEFAULT_RETENTION_HOURS,
+        help=f"vacuum files unreferenced for at least this long (default: {DEFAULT_RETENTION_HOURS})",
+    )
+    maintain_cmd.add_argument("--no-compact", action="store_true", help="skip compaction")
+    maintain_cmd.add_argument("--no-vacuum", action="store_true", help="skip vacuum")
+    maintain_cmd.add_argument("--no-checkpoint", action="store_true", help="skip the checkpoint")
+    maintain_cmd.add_argument(
+        "--storage-option",
+        type=_storage_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="passed to delta-rs (e.g. AWS_REGION=eu-west-1); repeatable",
+    )
     return parser
 
 
+def _maintain(args: argparse.Namespace) -> int:
+    if args.retention_hours < 0:
+        print("telemetry-sink maintain: --retention-hours must not be negative", file=sys.stderr)
+        return 2
+    root = args.data_root.rstrip("/")
+    status = 0
+    for name in args.table or BRONZE_TABLES:
+        uri = f"{root}/{name}"
+        try:
+            report = maintain(
+                uri,
+                storage_options=dict(args.storage_option),
+                compact=not args.no_compact,
+                checkpoint=not args.no_checkpoint,
+                vacuum=not args.no_vacuum,
+                retention_hours=args.retention_hours,
+            )
+        except TableNotFoundError:
+            print(json.dumps({"table_uri": uri, "skipped": "no such table yet"}))
+            continue
+        except Exception as exc:
+            print(f"telemetry-sink maintain: {uri}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        print(json.dumps(report.as_dict()))
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the command line; with no command, print the help and exit 2."""
+    """Run a subcommand; with none, print the help and exit 2."""
     parser = build_parser()
-    parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.command == "maintain":
+        return _maintain(args)
     parser.print_help(sys.stderr)
     return 2
 

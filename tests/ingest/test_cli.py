@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import shutil
 import subprocess
 import sys
@@ -10,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from exporters import DeltaLandingExporter
 from ingest.cli import main
+from tests.support.otlp import push
 
 pytestmark = pytest.mark.integration
 
@@ -41,3 +45,31 @@ def test_unknown_option_is_a_usage_error() -> None:
     result = subprocess.run([_script(), "--bogus"], capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert "unrecognized arguments: --bogus" in result.stderr
+
+
+def test_maintain_compacts_every_bronze_table_under_the_data_root(tmp_path: Path) -> None:
+    async def land() -> None:
+        exporter = DeltaLandingExporter(str(tmp_path / "telemetry_pushes"), max_batch_rows=1)
+        await exporter.start()
+        for n in range(4):
+            await exporter.export(push(n))
+        await exporter.shutdown()
+
+    asyncio.run(land())
+    result = subprocess.run(
+        [_script(), "maintain", "--data-root", str(tmp_path), "--retention-hours", "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    reports = [json.loads(line) for line in result.stdout.splitlines()]
+    assert reports[0]["files_removed_by_compaction"] == 4
+    assert reports[0]["files_vacuumed"] == 4
+    assert reports[1] == {"table_uri": f"{tmp_path}/quota_samples", "skipped": "no such table yet"}
+
+
+def test_maintain_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["maintain", "--retention-hours", "-1"]) == 2
+    assert "must not be negative" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["maintain", "--storage-option", "novalue"])

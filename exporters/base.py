@@ -1,0 +1,101 @@
+"""The exporter plugin interface: where an accepted push goes, and when it counts as done.
+
+An ``Exporter`` receives each accepted push (the decompressed, validated OTLP bytes and a
+``PushContext`` describing who sent it) and completes ``export`` only when the push is durable, with
+a result the front end maps to the client's answer:
+
+- ``SUCCESS``: durable; the client is told NONE.
+- ``RETRYABLE``: not stored, try again later (storage fault, overload, shutdown); the client is told
+  THROTTLING_QUOTA_EXCEEDED with a throttle, so it retries at its next interval.
+- ``PERMANENT``: the data itself was refused (e.g. a downstream collector rejected it as malformed);
+  the client is told INVALID_RECORD.
+
+Exporters are started once, may be flushed, and are shut down once; ``health`` says whether the last
+attempt to store something succeeded. ``ChainExporter`` (in ``registry``) runs several in order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import NamedTuple
+
+__all__ = ["ExportResult", "Exporter", "Health", "PushContext", "TelemetryPush", "new_push_id"]
+
+
+class ExportResult(Enum):
+    SUCCESS = "success"
+    RETRYABLE = "retryable"
+    PERMANENT = "permanent"
+
+
+class Health(NamedTuple):
+    healthy: bool
+    detail: str = ""
+
+
+def new_push_id() -> str:
+    """A unique id for one accepted push (a random UUID in its 32-hex-digit form)."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class PushContext:
+    """Everything known about an accepted push besides its payload.
+
+    ``quota_tags`` are the metric tags of the quota level the client matched (e.g. ``{"user":
+    "alice", "client-id": ""}``): the quota entity its usage is accounted to.
+    """
+
+    client_instance_id: uuid.UUID
+    subscription_id: int
+    received_ms: int
+    principal: str = "User:ANONYMOUS"
+    client_id: str | None = None
+    client_software_name: str | None = None
+    client_software_version: str | None = None
+    client_source_address: str | None = None
+    client_source_port: int | None = None
+    quota_tags: Mapping[str, str] = field(default_factory=dict)
+    compression_type: int = 0
+    terminating: bool = False
+    push_id: str = field(default_factory=new_push_id)
+
+    @property
+    def quota_entity(self) -> str:
+        """The quota tags as one stable string, e.g. ``client-id=,user=alice``."""
+        return ",".join(f"{key}={value}" for key, value in sorted(self.quota_tags.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryPush:
+    """An accepted push: OTLP ``MetricsData`` bytes (decompressed and validated) and its context."""
+
+    context: PushContext
+    payload: bytes
+
+
+class Exporter(ABC):
+    """Receives accepted pushes; ``export`` completes only once the push is durable."""
+
+    name: str = "exporter"
+
+    async def start(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Prepare (open connections, create tables); called once before the first export."""
+
+    @abstractmethod
+    async def export(self, push: TelemetryPush) -> ExportResult:
+        """Store ``push``; return only when it is durable (or has failed)."""
+
+    async def force_flush(self) -> bool:
+        """Make everything accepted so far durable now; False if that failed."""
+        return True
+
+    async def shutdown(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Flush and release resources; called once. Later exports answer RETRYABLE."""
+
+    def health(self) -> Health:
+        return Health(True)

@@ -1,0 +1,1 @@
+"""Delta Lake landing: bronze table schemas, idempotent appends, group commit, maintenance."""

@@ -1,0 +1,127 @@
+"""Idempotent appends to one Delta table with delta-rs (``deltalake``).
+
+Each ``append(data, version)`` is one Delta commit carrying a transaction action ``txn(app_id,
+version)``. Before writing, the appender reads the table's latest ``txn`` version for its app id: if
+the batch is already there (an earlier attempt committed but reported an error), nothing is written
+again. Transient storage errors are retried with bounded exponential backoff; concurrent writers'
+commits are resolved by delta-rs (appends do not conflict; it retries for the next log version).
+Files of a failed attempt are never referenced by the log, so readers never see them (``vacuum``
+removes them).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+__all__ = ["AppendError", "DeltaAppender"]
+
+log = logging.getLogger(__name__)
+
+TABLE_CONFIGURATION: Final = {
+    # txn entries of writers that are gone are forgotten after a week
+    "delta.setTransactionRetentionDuration": "interval 7 days",
+}
+
+
+class AppendError(Exception):
+    """A batch could not be committed after every attempt; nothing of it is visible."""
+
+
+class DeltaAppender:
+    """Appends Arrow data to the Delta table at ``table_uri`` as ``app_id``."""
+
+    def __init__(
+        self,
+        table_uri: str,
+        schema: pa.Schema,
+        app_id: str,
+        *,
+        partition_by: Sequence[str] = (),
+        storage_options: Mapping[str, str] | None = None,
+        attempts: int = 5,
+        backoff_ms: int = 100,
+        max_backoff_ms: int = 2000,
+        max_commit_retries: int = 100,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self.table_uri = table_uri
+        self.schema = schema
+        self.app_id = app_id
+        self.partition_by = list(partition_by)
+        self.storage_options = dict(storage_options or {})
+        self.attempts = attempts
+        self.backoff_ms = backoff_ms
+        self.max_backoff_ms = max_backoff_ms
+        self.max_commit_retries = max_commit_retries
+        self._table: DeltaTable | None = None
+
+    def _load(self) -> DeltaTable | None:
+        """The table at its latest version, or None if it does not exist yet."""
+        if self._table is None:
+            try:
+                self._table = DeltaTable(self.table_uri, storage_options=self.storage_options or None)
+            except TableNotFoundError:
+                return None
+        else:
+            self._table.update_incremental()
+        return self._table
+
+    def committed_version(self) -> int:
+        """The last ``txn`` version this app id committed, or -1."""
+        table = self._load()
+        if table is None:
+            return -1
+        version = table.transaction_version(self.app_id)
+        return -1 if version is None else version
+
+    def append(self, data: pa.Table, version: int) -> bool:
+        """Commit ``data`` as batch ``version``; False if that batch was already committed.
+
+        Raises AppendError after the last failed attempt.
+        """
+        delay = self.backoff_ms
+        last_error: Exception | None = None
+        for attempt in range(1, self.attempts + 1):
+            try:
+                if self.committed_version() >= version:
+                    return attempt > 1  # found on a retry: our earlier attempt committed it
+                self._write(data, version)
+                return True
+            except Exception as exc:  # storage faults surface as many types (OSError, DeltaError, ...)
+                last_error = exc
+                self._table = None  # reload from scratch next time
+                log.warning(
+                    "commit of %s batch %d failed (attempt %d): %s", self.app_id, version, attempt, exc
+                )
+                if attempt < self.attempts:
+                    time.sleep(delay / 1000)
+                    delay = min(delay * 2, self.max_backoff_ms)
+        try:
+            if self.committed_version() >= version:
+                return True  # the last attempt committed after all
+        except Exception as exc:
+            last_error = exc
+        raise AppendError(f"{self.table_uri}: batch {version} not committed: {last_error}") from last_error
+
+    def _write(self, data: pa.Table, version: int) -> None:
+        table = self._table
+        write_deltalake(
+            table if table is not None else self.table_uri,
+            data,
+            mode="append",
+            partition_by=self.partition_by or None,
+            configuration=TABLE_CONFIGURATION if table is None else None,
+            storage_options=self.storage_options or None,
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(self.app_id, version, int(time.time() * 1000))],
+                max_commit_retries=self.max_commit_retries,
+            ),
+        )

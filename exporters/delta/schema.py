@@ -1,0 +1,143 @@
+"""The bronze tables' schemas: ``telemetry_pushes`` (one row per accepted push) and
+``quota_samples`` (periodic snapshots of the quota engine's sensors). Both are partitioned by
+``date`` (UTC, ``YYYY-MM-DD``, kept as a string so every reader sees the same partition values).
+
+``telemetry_pushes``:
+
+| column | type | meaning |
+|---|---|---|
+| push_id | string | unique id of the push |
+| date | string | partition: the UTC date the push was received |
+| received_at | timestamp (us, UTC) | when the sink accepted it |
+| client_instance_id | string | the client instance UUID |
+| subscription_id | int32 | the subscription id the client pushed with |
+| principal | string | who pushed (``User:ANONYMOUS`` without authentication) |
+| client_id | string | Kafka client id |
+| client_software_name / _version | string | from the client's ApiVersions or headers |
+| client_source_address / _port | string / int32 | peer address |
+| quota_entity | string | the quota entity the push counts against (``client-id=c1,user=alice``) |
+| quota_tags | map<string,string> | the same, as tags |
+| compression_type | int8 | Kafka compression id as sent (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) |
+| terminating | bool | the client's last push before closing |
+| payload_bytes | int32 | size of ``payload`` |
+| payload | binary | OTLP ``MetricsData``, decompressed and validated |
+| writer_id | string | the sink process that landed it |
+| batch_seq | int64 | that writer's commit sequence number (its Delta ``txn`` version) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Final, NamedTuple
+
+import pyarrow as pa
+
+from exporters.base import TelemetryPush
+
+__all__ = [
+    "PARTITION_BY",
+    "QUOTA_SAMPLES_SCHEMA",
+    "TELEMETRY_PUSHES_SCHEMA",
+    "QuotaSample",
+    "pushes_to_table",
+    "quota_samples_to_table",
+    "utc_date",
+]
+
+PARTITION_BY: Final = ["date"]
+
+TELEMETRY_PUSHES_SCHEMA: Final = pa.schema(
+    [
+        pa.field("push_id", pa.string(), nullable=False),
+        pa.field("date", pa.string(), nullable=False),
+        pa.field("received_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("client_instance_id", pa.string(), nullable=False),
+        pa.field("subscription_id", pa.int32(), nullable=False),
+        pa.field("principal", pa.string(), nullable=False),
+        pa.field("client_id", pa.string()),
+        pa.field("client_software_name", pa.string()),
+        pa.field("client_software_version", pa.string()),
+        pa.field("client_source_address", pa.string()),
+        pa.field("client_source_port", pa.int32()),
+        pa.field("quota_entity", pa.string(), nullable=False),
+        pa.field("quota_tags", pa.map_(pa.string(), pa.string())),
+        pa.field("compression_type", pa.int8(), nullable=False),
+        pa.field("terminating", pa.bool_(), nullable=False),
+        pa.field("payload_bytes", pa.int32(), nullable=False),
+        pa.field("payload", pa.binary(), nullable=False),
+        pa.field("writer_id", pa.string(), nullable=False),
+        pa.field("batch_seq", pa.int64(), nullable=False),
+    ]
+)
+
+QUOTA_SAMPLES_SCHEMA: Final = pa.schema(
+    [
+        pa.field("sampled_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("date", pa.string(), nullable=False),
+        pa.field("writer_id", pa.string(), nullable=False),
+        pa.field("group", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("entity", pa.string(), nullable=False),
+        pa.field("tags", pa.map_(pa.string(), pa.string())),
+        pa.field("value", pa.float64(), nullable=False),
+    ]
+)
+
+
+def utc_date(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def pushes_to_table(pushes: Sequence[TelemetryPush], writer_id: str, batch_seq: int) -> pa.Table:
+    """The rows of one commit, in the ``telemetry_pushes`` schema."""
+    contexts = [p.context for p in pushes]
+    n = len(pushes)
+    columns = {
+        "push_id": [c.push_id for c in contexts],
+        "date": [utc_date(c.received_ms) for c in contexts],
+        "received_at": [c.received_ms * 1000 for c in contexts],
+        "client_instance_id": [str(c.client_instance_id) for c in contexts],
+        "subscription_id": [c.subscription_id for c in contexts],
+        "principal": [c.principal for c in contexts],
+        "client_id": [c.client_id for c in contexts],
+        "client_software_name": [c.client_software_name for c in contexts],
+        "client_software_version": [c.client_software_version for c in contexts],
+        "client_source_address": [c.client_source_address for c in contexts],
+        "client_source_port": [c.client_source_port for c in contexts],
+        "quota_entity": [c.quota_entity for c in contexts],
+        "quota_tags": [list(c.quota_tags.items()) for c in contexts],
+        "compression_type": [c.compression_type for c in contexts],
+        "terminating": [c.terminating for c in contexts],
+        "payload_bytes": [len(p.payload) for p in pushes],
+        "payload": [p.payload for p in pushes],
+        "writer_id": [writer_id] * n,
+        "batch_seq": [batch_seq] * n,
+    }
+    return pa.Table.from_pydict(columns, schema=TELEMETRY_PUSHES_SCHEMA)
+
+
+class QuotaSample(NamedTuple):
+    """One sensor value of the quota engine: ``group`` is the quota type (``Produce``, ...)."""
+
+    group: str
+    metric: str
+    tags: tuple[tuple[str, str], ...]
+    value: float
+
+
+def quota_samples_to_table(samples: Sequence[QuotaSample], sampled_ms: int, writer_id: str) -> pa.Table:
+    n = len(samples)
+    return pa.Table.from_pydict(
+        {
+            "sampled_at": [sampled_ms * 1000] * n,
+            "date": [utc_date(sampled_ms)] * n,
+            "writer_id": [writer_id] * n,
+            "group": [s.group for s in samples],
+            "metric": [s.metric for s in samples],
+            "entity": [",".join(f"{k}={v}" for k, v in sorted(s.tags)) for s in samples],
+            "tags": [list(s.tags) for s in samples],
+            "value": [s.value for s in samples],
+        },
+        schema=QUOTA_SAMPLES_SCHEMA,
+    )

@@ -1,0 +1,173 @@
+"""The Delta landing exporter against real Delta tables in temporary directories."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+import exporters.delta.schema as schema_module
+from exporters import TELEMETRY_PUSHES_SCHEMA, DeltaLandingExporter, ExportResult
+from exporters.delta.appender import AppendError, DeltaAppender
+from exporters.delta.schema import PARTITION_BY, pushes_to_table
+from tests.support.clock import T0
+from tests.support.otlp import push
+
+pytestmark = pytest.mark.integration
+
+
+def _rows(table_uri: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = DeltaTable(table_uri).to_pyarrow_table().sort_by("push_id").to_pylist()
+    return rows
+
+
+async def _exporter(tmp_path: Path, **options: object) -> DeltaLandingExporter:
+    exporter = DeltaLandingExporter(str(tmp_path / "telemetry_pushes"), **options)  # type: ignore[arg-type]
+    await exporter.start()
+    return exporter
+
+
+async def test_pushes_land_row_by_row_with_their_whole_context(tmp_path: Path) -> None:
+    exporter = await _exporter(tmp_path, writer_id="w1")
+    pushes = [push(n, received_ms=T0 + n) for n in range(20)]
+    results = await asyncio.gather(*(exporter.export(p) for p in pushes))
+    assert results == [ExportResult.SUCCESS] * 20
+    await exporter.shutdown()
+    rows = {r["push_id"]: r for r in _rows(exporter.table_uri)}
+    assert len(rows) == 20
+    for p in pushes:
+        row, c = rows[p.context.push_id], p.context
+        assert row["payload"] == p.payload
+        assert row["payload_bytes"] == len(p.payload)
+        assert row["client_instance_id"] == str(c.client_instance_id)
+        assert (row["subscription_id"], row["principal"], row["client_id"]) == (
+            c.subscription_id,
+            c.principal,
+            c.client_id,
+        )
+        assert (row["client_software_name"], row["client_software_version"]) == ("librdkafka", "2.16.0")
+        assert (row["client_source_address"], row["client_source_port"]) == (
+            "127.0.0.1",
+            c.client_source_port,
+        )
+        assert row["quota_entity"] == "client-id=,user=alice"
+        assert dict(row["quota_tags"]) == {"user": "alice", "client-id": ""}
+        assert (row["compression_type"], row["terminating"]) == (4, False)
+        assert row["received_at"].timestamp() * 1000 == pytest.approx(c.received_ms)
+        assert row["date"] == "2023-11-14"
+        assert row["writer_id"] == "w1"
+    table = DeltaTable(exporter.table_uri)
+    assert table.metadata().partition_columns == ["date"]
+    assert table.schema().to_arrow() is not None
+
+
+async def test_group_commit_is_bounded_by_rows(tmp_path: Path) -> None:
+    exporter = await _exporter(tmp_path, max_batch_rows=10, max_batch_latency_ms=60_000)
+    tasks = [asyncio.create_task(exporter.export(push(n))) for n in range(25)]
+    await asyncio.sleep(0)  # let every export enqueue
+    assert await exporter.force_flush()  # the last 5 would otherwise wait a minute for company
+    assert {t.result() for t in tasks} == {ExportResult.SUCCESS}
+    assert exporter.commits == 3
+    sizes = (
+        DeltaTable(exporter.table_uri)
+        .to_pyarrow_table()
+        .group_by("batch_seq")
+        .aggregate([("push_id", "count")])
+    )
+    assert sorted(sizes.column("push_id_count").to_pylist()) == [5, 10, 10]
+    await exporter.shutdown()
+
+
+async def test_group_commit_is_bounded_by_bytes(tmp_path: Path) -> None:
+    exporter = await _exporter(tmp_path, max_batch_bytes=3000, max_batch_latency_ms=60_000)
+    results = await asyncio.gather(*(exporter.export(push(n, payload=b"x" * 1000)) for n in range(9)))
+    assert set(results) == {ExportResult.SUCCESS}
+    assert exporter.commits == 3
+    await exporter.shutdown()
+
+
+async def test_group_commit_is_bounded_by_latency(tmp_path: Path) -> None:
+    exporter = await _exporter(tmp_path, max_batch_rows=1000, max_batch_latency_ms=1)
+    assert await exporter.export(push()) is ExportResult.SUCCESS  # alone, committed when its time is up
+    assert exporter.commits == 1
+    await exporter.shutdown()
+
+
+async def test_a_retried_commit_is_never_duplicated(tmp_path: Path) -> None:
+    """The first attempt commits but reports an error (as a lost reply from storage would)."""
+    appender = DeltaAppender(
+        str(tmp_path / "t"), TELEMETRY_PUSHES_SCHEMA, "w", partition_by=PARTITION_BY, backoff_ms=1
+    )
+    real_write = appender._write
+    calls = 0
+
+    def write_then_fail(data: pa.Table, version: int) -> None:  # a fault we cannot cause otherwise
+        nonlocal calls
+        calls += 1
+        real_write(data, version)
+        if calls == 1:
+            raise OSError("connection reset after the commit")
+
+    appender._write = write_then_fail  # type: ignore[method-assign]
+    data = pushes_to_table([push(1), push(2)], "w", 0)
+    assert appender.append(data, 0) is True
+    assert calls == 1  # the retry saw txn version 0 and wrote nothing
+    assert appender.append(data, 0) is False  # and so does a later call
+    assert DeltaTable(appender.table_uri).to_pyarrow_table().num_rows == 2
+    assert DeltaTable(appender.table_uri).transaction_version("w") == 0
+
+
+def test_append_gives_up_with_a_clear_error(tmp_path: Path) -> None:
+    appender = DeltaAppender(str(tmp_path / "t"), TELEMETRY_PUSHES_SCHEMA, "w", attempts=2, backoff_ms=1)
+
+    def always_fail(data: pa.Table, version: int) -> None:
+        raise OSError("no space left on device")
+
+    appender._write = always_fail  # type: ignore[method-assign]
+    with pytest.raises(AppendError, match="batch 3 not committed: no space left"):
+        appender.append(pushes_to_table([push()], "w", 3), 3)
+
+
+async def test_a_stable_writer_id_resumes_its_sequence(tmp_path: Path) -> None:
+    first = await _exporter(tmp_path, writer_id="pod-0", max_batch_rows=1)
+    for n in range(3):
+        assert await first.export(push(n)) is ExportResult.SUCCESS
+    await first.shutdown()
+    second = await _exporter(tmp_path, writer_id="pod-0", max_batch_rows=1)
+    assert await second.export(push(9)) is ExportResult.SUCCESS
+    await second.shutdown()
+    seqs = sorted(r["batch_seq"] for r in _rows(second.table_uri))
+    assert seqs == [0, 1, 2, 3]
+
+
+async def test_shutdown_flushes_and_later_exports_are_retryable(tmp_path: Path) -> None:
+    exporter = await _exporter(tmp_path, max_batch_latency_ms=60_000)
+    pending = asyncio.create_task(exporter.export(push(1)))
+    await asyncio.sleep(0)
+    await exporter.shutdown()
+    assert await pending is ExportResult.SUCCESS
+    assert await exporter.export(push(2)) is ExportResult.RETRYABLE
+    assert len(_rows(exporter.table_uri)) == 1
+    assert exporter.health().healthy
+
+
+def test_bad_batch_bounds_are_rejected() -> None:
+    with pytest.raises(ValueError, match="max_batch_rows must be positive; max_batch_latency_ms"):
+        DeltaLandingExporter("/tmp/x", max_batch_rows=0, max_batch_latency_ms=-1)
+
+
+def test_schema_is_documented_column_by_column() -> None:
+    doc = schema_module.__doc__ or ""
+    documented = set()
+    for line in doc.splitlines():
+        match = re.match(r"\| ([a-z_]+)(?: / _([a-z]+))? \|", line)
+        if match and match.group(1) != "column":
+            documented.add(match.group(1))
+            if match.group(2):
+                documented.add(match.group(1).rsplit("_", 1)[0] + "_" + match.group(2))
+    assert documented == set(TELEMETRY_PUSHES_SCHEMA.names)

@@ -1,0 +1,113 @@
+"""The exporter interface, the reference exporters, loading by name and chaining."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from exporters import (
+    ChainExporter,
+    DeltaLandingExporter,
+    Exporter,
+    ExporterLoadError,
+    ExportResult,
+    Health,
+    InMemoryExporter,
+    LogExporter,
+    OtlpForwardingExporter,
+    load_exporter,
+)
+from tests.support.otlp import push
+
+
+def test_push_context_carries_the_whole_context() -> None:
+    context = push(3, quota_tags={"user": "alice", "client-id": "c1"}, terminating=True).context
+    assert context.quota_entity == "client-id=c1,user=alice"
+    assert len(context.push_id) == 32
+    assert push().context.push_id != push().context.push_id
+    assert context.terminating
+
+
+async def test_in_memory_exporter_keeps_pushes_and_can_fail() -> None:
+    exporter = InMemoryExporter()
+    await exporter.start()
+    assert await exporter.export(push(1)) is ExportResult.SUCCESS
+    exporter.result = ExportResult.RETRYABLE
+    assert await exporter.export(push(2)) is ExportResult.RETRYABLE
+    assert [p.context.client_id for p in exporter.pushes] == ["producer-1"]
+    await exporter.shutdown()
+    exporter.result = ExportResult.SUCCESS
+    assert await exporter.export(push(3)) is ExportResult.RETRYABLE  # after shutdown
+
+
+async def test_log_exporter_logs_one_line_per_push(caplog: pytest.LogCaptureFixture) -> None:
+    exporter = LogExporter()
+    with caplog.at_level(logging.INFO, logger="telemetry_sink.exporters.log"):
+        assert await exporter.export(push(7)) is ExportResult.SUCCESS
+    assert "client_id=producer-7" in caplog.text
+    assert "entity=client-id=,user=alice" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "cls"),
+    [
+        ("delta", {"table_uri": "/tmp/x"}, DeltaLandingExporter),
+        ("memory", {}, InMemoryExporter),
+        ("log", {"level": "DEBUG"}, LogExporter),
+        ("otlp", {"endpoint": "localhost:4317"}, OtlpForwardingExporter),
+        ("exporters.in_memory:InMemoryExporter", {}, InMemoryExporter),
+        ("exporters.log.LogExporter", {}, LogExporter),
+    ],
+)
+def test_exporters_load_by_entry_point_or_dotted_path(
+    spec: str, options: dict[str, object], cls: type
+) -> None:
+    assert isinstance(load_exporter(spec, options), cls)
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "message"),
+    [
+        ("nope", {}, "unknown exporter 'nope'; built in: delta, log, memory, otlp"),
+        ("no.such.module:Thing", {}, "cannot load exporter"),
+        ("json:dumps", {}, "is not an Exporter class"),
+        ("memory", {"bogus": 1}, "bad options for exporter 'memory'"),
+    ],
+)
+def test_bad_exporter_names_and_options_are_clear_errors(
+    spec: str, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ExporterLoadError, match=message.replace("(", r"\(")):
+        load_exporter(spec, options)
+
+
+async def test_chain_runs_in_order_and_stops_at_the_first_failure() -> None:
+    first, failing, never = InMemoryExporter(), InMemoryExporter(ExportResult.PERMANENT), InMemoryExporter()
+    chain = ChainExporter([first, failing, never])
+    await chain.start()
+    assert all(e.started for e in (first, failing, never))
+    assert await chain.export(push()) is ExportResult.PERMANENT
+    assert (len(first.pushes), len(never.pushes)) == (1, 0)
+    assert await chain.force_flush()
+    await chain.shutdown()
+    assert all(e.closed for e in (first, failing, never))
+
+
+def test_chain_health_names_the_unhealthy_exporter() -> None:
+    class Sick(InMemoryExporter):
+        name = "sick"
+
+        def health(self) -> Health:
+            return Health(False, "disk full")
+
+    assert ChainExporter([InMemoryExporter(), Sick()]).health() == (False, "sick: disk full")
+    with pytest.raises(ValueError, match="at least one"):
+        ChainExporter([])
+
+
+def test_exporter_contract() -> None:
+    """Pins the interface third-party exporters implement."""
+    assert set(Exporter.__abstractmethods__) == {"export"}
+    for method in ("start", "export", "force_flush", "shutdown", "health"):
+        assert callable(getattr(Exporter, method))
