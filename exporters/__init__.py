@@ -11,6 +11,7 @@ from exporters.delta.landing import DeltaLandingExporter
 from exporters.delta.maintenance import MaintenanceReport, maintain
 from exporters.delta.quota_samples import QuotaSampleRecorder
 from exporters.delta.schema import QUOTA_SAMPLES_SCHEMA, TELEMETRY_PUSHES_SCHEMA, QuotaSample
+from exporters.delta.shards import default_replica_id, list_shards, shard_uri
 from exporters.in_memory import InMemoryExporter
 from exporters.log import LogExporter
 from exporters.otlp_forward import OtlpForwardingExporter
@@ -33,7 +34,10 @@ __all__ = [
     "QuotaSample",
     "QuotaSampleRecorder",
     "TelemetryPush",
+    "default_replica_id",
+    "list_shards",
     "load_exporter",
     "maintain",
     "new_push_id",
+    "shard_uri",
 ]

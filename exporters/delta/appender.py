@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Final, Literal
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 __all__ = ["AppendError", "DeltaAppender"]
@@ -28,6 +28,7 @@ TABLE_CONFIGURATION: Final = {
     # txn entries of writers that are gone are forgotten after a week
     "delta.setTransactionRetentionDuration": "interval 7 days",
 }
+Compression = Literal["UNCOMPRESSED", "SNAPPY", "GZIP", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"]
 
 
 class AppendError(Exception):
@@ -49,6 +50,8 @@ class DeltaAppender:
         backoff_ms: int = 100,
         max_backoff_ms: int = 2000,
         max_commit_retries: int = 100,
+        stats_columns: Sequence[str] = (),
+        compression: Compression = "SNAPPY",
     ) -> None:
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
@@ -61,6 +64,10 @@ class DeltaAppender:
         self.backoff_ms = backoff_ms
         self.max_backoff_ms = max_backoff_ms
         self.max_commit_retries = max_commit_retries
+        self.configuration = dict(TABLE_CONFIGURATION)
+        if stats_columns:
+            self.configuration["delta.dataSkippingStatsColumns"] = ",".join(stats_columns)
+        self.writer_properties = WriterProperties(compression=compression)
         self._table: DeltaTable | None = None
 
     def _load(self) -> DeltaTable | None:
@@ -118,7 +125,8 @@ class DeltaAppender:
             data,
             mode="append",
             partition_by=self.partition_by or None,
-            configuration=TABLE_CONFIGURATION if table is None else None,
+            configuration=self.configuration if table is None else None,
+            writer_properties=self.writer_properties,
             storage_options=self.storage_options or None,
             commit_properties=CommitProperties(
                 app_transactions=[Transaction(self.app_id, version, int(time.time() * 1000))],

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from typing import Final
 
 from exporters.base import Exporter, ExportResult, Health, TelemetryPush
-from exporters.delta.appender import DeltaAppender
-from exporters.delta.schema import PARTITION_BY, TELEMETRY_PUSHES_SCHEMA, pushes_to_table
+from exporters.delta.appender import Compression, DeltaAppender
+from exporters.delta.schema import PARTITION_BY, STATS_COLUMNS, TELEMETRY_PUSHES_SCHEMA, pushes_to_table
 
 __all__ = [
     "DEFAULT_MAX_BATCH_BYTES",
@@ -65,6 +65,7 @@ class DeltaLandingExporter(Exporter):
         max_batch_latency_ms: int = DEFAULT_MAX_BATCH_LATENCY_MS,
         commit_attempts: int = 5,
         retry_backoff_ms: int = 100,
+        compression: Compression = "SNAPPY",
     ) -> None:
         problems = [
             f"{name} must be positive"
@@ -92,6 +93,8 @@ class DeltaLandingExporter(Exporter):
             storage_options=storage_options,
             attempts=commit_attempts,
             backoff_ms=retry_backoff_ms,
+            stats_columns=STATS_COLUMNS,
+            compression=compression,
         )
         self._pending: list[tuple[TelemetryPush, asyncio.Future[ExportResult]]] = []
         self._pending_bytes = 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Final, NamedTuple
 
 import pyarrow as pa
@@ -46,6 +47,18 @@ __all__ = [
 ]
 
 PARTITION_BY: Final = ["date"]
+STATS_COLUMNS: Final = (
+    "push_id",
+    "received_at",
+    "client_instance_id",
+    "client_id",
+    "quota_entity",
+    "writer_id",
+    "batch_seq",
+)
+"""Columns with min/max statistics for data skipping (not the payload: stats on it are costly and
+useless)."""
+_DAY_MS: Final = 86_400_000
 
 TELEMETRY_PUSHES_SCHEMA: Final = pa.schema(
     [
@@ -86,13 +99,23 @@ QUOTA_SAMPLES_SCHEMA: Final = pa.schema(
 
 
 def utc_date(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+    """The UTC date of a millisecond timestamp, ``YYYY-MM-DD``."""
+    return _day(ms // _DAY_MS)
+
+
+@lru_cache(maxsize=64)
+def _day(day: int) -> str:
+    return datetime.fromtimestamp(day * 86_400, UTC).strftime("%Y-%m-%d")
 
 
 def pushes_to_table(pushes: Sequence[TelemetryPush], writer_id: str, batch_seq: int) -> pa.Table:
     """The rows of one commit, in the ``telemetry_pushes`` schema."""
     contexts = [p.context for p in pushes]
     n = len(pushes)
+    entities: dict[int, tuple[str, list[tuple[str, str]]]] = {}  # one quota entity's clients share
+    for c in contexts:  # their tags object: convert it once
+        if id(c.quota_tags) not in entities:
+            entities[id(c.quota_tags)] = (c.quota_entity, list(c.quota_tags.items()))
     columns = {
         "push_id": [c.push_id for c in contexts],
         "date": [utc_date(c.received_ms) for c in contexts],
@@ -105,8 +128,8 @@ def pushes_to_table(pushes: Sequence[TelemetryPush], writer_id: str, batch_seq: 
         "client_software_version": [c.client_software_version for c in contexts],
         "client_source_address": [c.client_source_address for c in contexts],
         "client_source_port": [c.client_source_port for c in contexts],
-        "quota_entity": [c.quota_entity for c in contexts],
-        "quota_tags": [list(c.quota_tags.items()) for c in contexts],
+        "quota_entity": [entities[id(c.quota_tags)][0] for c in contexts],
+        "quota_tags": [entities[id(c.quota_tags)][1] for c in contexts],
         "compression_type": [c.compression_type for c in contexts],
         "terminating": [c.terminating for c in contexts],
         "payload_bytes": [len(p.payload) for p in pushes],

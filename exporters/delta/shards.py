@@ -1,0 +1,46 @@
+"""Where each sink replica lands: one bronze table per replica (a shard), unioned by readers.
+
+Measured (``benchmarks/landing/writers.py``, see ``benchmarks/README.md``): writers appending to one
+shared Delta table race for every log version, so adding replicas added no throughput (two writers)
+or lost it (four), although nothing was ever lost or duplicated. With a table per replica the
+replicas scale. So replica ``R`` lands in ``<data root>/<table>/<R>``, a complete Delta table; the
+Spark jobs read the union of every shard under ``<data root>/<table>``. A replica id should be stable
+across restarts (a StatefulSet pod name, or the host name), so restarts resume their shard and its
+commit sequence instead of starting new ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from typing import Final
+
+__all__ = ["default_replica_id", "list_shards", "shard_uri"]
+
+_SAFE: Final = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def default_replica_id() -> str:
+    """The host name (a pod's name on Kubernetes), made safe for a path segment."""
+    return _SAFE.sub("_", socket.gethostname()) or "replica"
+
+
+def shard_uri(data_root: str, table: str, replica_id: str) -> str:
+    """``<data root>/<table>/<replica id>`` (the root may be a path or an object-store URI)."""
+    if not replica_id or _SAFE.search(replica_id):
+        raise ValueError(f"replica id {replica_id!r} must be letters, digits, '.', '_' or '-'")
+    return f"{data_root.rstrip('/')}/{table}/{replica_id}"
+
+
+def list_shards(data_root: str, table: str) -> list[str]:
+    """The shard tables of ``table`` under a local data root, sorted (object stores: list with the
+    store's own tools, or read ``<root>/<table>/*`` with Spark)."""
+    base = os.path.join(data_root, table)
+    if not os.path.isdir(base):
+        return []
+    return sorted(
+        os.path.join(base, name)
+        for name in os.listdir(base)
+        if os.path.isdir(os.path.join(base, name, "_delta_log"))
+    )
