@@ -96,7 +96,10 @@ class DeltaLandingExporter(Exporter):
             stats_columns=STATS_COLUMNS,
             compression=compression,
         )
-        self._pending: list[tuple[TelemetryPush, asyncio.Future[ExportResult]]] = []
+        self._pending: list[TelemetryPush] = []
+        # every push of a batch awaits the same future: one result per commit
+        self._batch_futures: list[tuple[int, asyncio.Future[ExportResult]]] = []
+        self._open_batch_bytes = 0
         self._pending_bytes = 0
         self._first_pending_at = 0.0
         self._wakeup: asyncio.Event | None = None
@@ -122,10 +125,10 @@ class DeltaLandingExporter(Exporter):
     async def export(self, push: TelemetryPush) -> ExportResult:
         if self._closing or self._wakeup is None or self._idle is None:
             return ExportResult.RETRYABLE
-        future: asyncio.Future[ExportResult] = asyncio.get_running_loop().create_future()
         if not self._pending:
             self._first_pending_at = time.monotonic()
-        self._pending.append((push, future))
+        future = self._future_for(len(self._pending), len(push.payload))
+        self._pending.append(push)
         self._pending_bytes += len(push.payload)
         self._idle.clear()
         if len(self._pending) >= self.max_batch_rows or self._pending_bytes >= self.max_batch_bytes:
@@ -189,26 +192,45 @@ class DeltaLandingExporter(Exporter):
                 continue
             await self._commit(self._take_batch())
 
-    def _take_batch(self) -> list[tuple[TelemetryPush, asyncio.Future[ExportResult]]]:
-        rows, size = 0, 0
-        for push, _ in self._pending:
-            if rows and (rows >= self.max_batch_rows or size + len(push.payload) > self.max_batch_bytes):
-                break
-            rows += 1
-            size += len(push.payload)
-        batch, self._pending = self._pending[:rows], self._pending[rows:]
-        self._pending_bytes -= size
+    def _future_for(self, position: int, size: int) -> asyncio.Future[ExportResult]:
+        """The future of the batch the push queued at ``position`` (``size`` bytes) will be
+        committed in.
+
+        Batches are cut by rows and bytes in queue order, so a push's batch is known when it is
+        queued: the last open batch, unless the push would overflow it (a batch always takes its
+        first push, however large).
+        """
+        if self._batch_futures:
+            start, future = self._batch_futures[-1]
+            if (
+                position - start < self.max_batch_rows
+                and self._open_batch_bytes + size <= self.max_batch_bytes
+            ):
+                self._open_batch_bytes += size
+                return future
+        future = asyncio.get_running_loop().create_future()
+        self._batch_futures.append((position, future))
+        self._open_batch_bytes = size
+        return future
+
+    def _take_batch(self) -> tuple[list[TelemetryPush], asyncio.Future[ExportResult]]:
+        """The first batch of the queue, cut exactly as ``_future_for`` assigned it."""
+        _, future = self._batch_futures.pop(0)
+        end = self._batch_futures[0][0] if self._batch_futures else len(self._pending)
+        batch, self._pending = self._pending[:end], self._pending[end:]
+        self._batch_futures = [(start - end, f) for start, f in self._batch_futures]
+        self._pending_bytes -= sum(len(p.payload) for p in batch)
         if self._pending:
             self._first_pending_at = time.monotonic()
-        return batch
+        return batch, future
 
-    async def _commit(self, batch: list[tuple[TelemetryPush, asyncio.Future[ExportResult]]]) -> None:
+    async def _commit(self, taken: tuple[list[TelemetryPush], asyncio.Future[ExportResult]]) -> None:
+        batch, future = taken
         sequence = self._sequence
         self._sequence += 1  # never reused, even after a failure: versions need not be contiguous
         started = time.monotonic()
         try:
-            data = pushes_to_table([push for push, _ in batch], self.writer_id, sequence)
-            await asyncio.to_thread(self.appender.append, data, sequence)
+            await asyncio.to_thread(self._land, batch, sequence)
         except Exception as exc:  # AppendError, or data that cannot be converted
             log.error("landing %d pushes in %s failed: %s", len(batch), self.table_uri, exc)
             self._health = Health(False, f"last commit failed: {exc}")
@@ -220,6 +242,9 @@ class DeltaLandingExporter(Exporter):
                 del self.commit_latencies_ms[:5_000]
             self._health = Health(True, f"committed batch {sequence}")
             result = ExportResult.SUCCESS
-        for _, future in batch:
-            if not future.done():
-                future.set_result(result)
+        if not future.done():
+            future.set_result(result)
+
+    def _land(self, batch: list[TelemetryPush], sequence: int) -> None:
+        """In a worker thread: convert to Arrow and commit."""
+        self.appender.append(pushes_to_table(batch, self.writer_id, sequence), sequence)

@@ -1,8 +1,8 @@
 """Where each sink replica lands: one bronze table per replica (a shard), unioned by readers.
 
 Measured (``benchmarks/landing/writers.py``, see ``benchmarks/README.md``): writers appending to one
-shared Delta table race for every log version, so adding replicas added no throughput (two writers)
-or lost it (four), although nothing was ever lost or duplicated. With a table per replica the
+shared Delta table race for every log version, so a second replica added 0-25% and four lost a
+third of the throughput, although nothing was ever lost or duplicated. With a table per replica the
 replicas scale. So replica ``R`` lands in ``<data root>/<table>/<R>``, a complete Delta table; the
 Spark jobs read the union of every shard under ``<data root>/<table>``. A replica id should be stable
 across restarts (a StatefulSet pod name, or the host name), so restarts resume their shard and its
