@@ -64,6 +64,22 @@ class PushContext:
     terminating: bool = False
     push_id: str = field(default_factory=new_push_id)
 
+    def __post_init__(self) -> None:
+        """Reject values the bronze schema cannot hold, so one bad push never fails a batch."""
+        problems = []
+        if not -(2**31) <= self.subscription_id < 2**31:
+            problems.append(f"subscription_id {self.subscription_id} is not an int32")
+        if self.received_ms < 0:
+            problems.append("received_ms must not be negative")
+        if self.client_source_port is not None and not 0 <= self.client_source_port <= 65535:
+            problems.append(f"client_source_port {self.client_source_port} is not a port")
+        if not -128 <= self.compression_type <= 127:
+            problems.append(f"compression_type {self.compression_type} is not an int8")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.quota_tags.items()):
+            problems.append("quota_tags must map strings to strings")
+        if problems:
+            raise ValueError("; ".join(problems))
+
     @property
     def quota_entity(self) -> str:
         """The quota tags as one stable string, e.g. ``client-id=,user=alice``."""

@@ -3,9 +3,11 @@
 The payload is sent as it is: OTLP ``MetricsData`` and ``ExportMetricsServiceRequest`` have the same
 wire format, so nothing is re-encoded. Retries follow the OTLP specification: on gRPC ``UNAVAILABLE``,
 ``RESOURCE_EXHAUSTED``, ``DEADLINE_EXCEEDED``, ``ABORTED``, ``CANCELLED``, ``OUT_OF_RANGE`` and
-``DATA_LOSS``, and on HTTP 429, 502, 503 and 504 (honouring ``Retry-After``), with exponential
-backoff, up to ``max_attempts``; then the push is answered RETRYABLE (the client pushes again at its
-next interval). Any other failure is permanent: the collector refused the data.
+``DATA_LOSS``, and on HTTP 429, 502, 503 and 504 (honouring ``Retry-After`` up to the maximum
+backoff), with jittered exponential backoff, up to ``max_attempts``; then the push is answered
+RETRYABLE (the client pushes again at its next interval). HTTP 401 and 403 are retryable too: the
+sink's credentials are wrong, not the client's data. Any other failure is permanent: the collector
+refused the data. gRPC ``RetryInfo`` details are not read; the backoff applies.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
 from typing import Final, Literal
 
 import grpc
@@ -23,7 +27,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 
 from exporters.base import Exporter, ExportResult, Health, TelemetryPush
 
-__all__ = ["EXPORT_METHOD", "OtlpForwardingExporter"]
+__all__ = ["EXPORT_METHOD", "OtlpForwardingExporter", "retry_after_seconds"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,23 @@ _RETRYABLE_GRPC: Final = frozenset(
     }
 )
 _RETRYABLE_HTTP: Final = frozenset({429, 502, 503, 504})
+_OUR_CREDENTIALS: Final = frozenset({401, 403})  # our configuration is wrong, not the client's data
+
+
+def retry_after_seconds(value: str, now_s: float | None = None) -> float | None:
+    """``Retry-After`` as seconds from now: delta-seconds (decimals accepted) or an HTTP date."""
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now_s is None else now_s))
 
 
 def _passthrough(payload: bytes) -> bytes:
@@ -69,6 +90,7 @@ class OtlpForwardingExporter(Exporter):
         self.endpoint = endpoint
         self.protocol = protocol
         self.headers = dict(headers or {})
+        self._grpc_metadata = tuple((key.lower(), value) for key, value in self.headers.items())
         self.timeout_s = timeout_ms / 1000
         self.max_attempts = max_attempts
         self.initial_backoff_ms = initial_backoff_ms
@@ -96,18 +118,25 @@ class OtlpForwardingExporter(Exporter):
             self._http = httpx.AsyncClient(timeout=self.timeout_s)
 
     async def export(self, push: TelemetryPush) -> ExportResult:
+        if self._call is None and self._http is None:
+            return ExportResult.RETRYABLE  # not started, or shut down
         backoff_ms = self.initial_backoff_ms
         detail = ""
         for attempt in range(1, self.max_attempts + 1):
-            result, retry_after_s, detail = await self._send(push.payload)
-            if result is not ExportResult.RETRYABLE:
-                self._health = Health(True, "forwarding") if result is ExportResult.SUCCESS else self._health
-                if result is ExportResult.PERMANENT:
-                    log.warning("collector refused push %s: %s", push.context.push_id, detail)
+            try:
+                result, retry_after_s, detail = await self._send(push.payload)
+            except Exception as exc:  # never let a transport surprise escape as a crash
+                result, retry_after_s, detail = ExportResult.RETRYABLE, None, f"{type(exc).__name__}: {exc}"
+            if result is ExportResult.SUCCESS:
+                self._health = Health(True, "forwarding")
+                return result
+            if result is ExportResult.PERMANENT:  # the data was refused: the collector is fine
+                log.warning("collector refused push %s: %s", push.context.push_id, detail)
                 return result
             if attempt < self.max_attempts:
                 jittered = backoff_ms * (0.5 + random.random() / 2) / 1000
-                await asyncio.sleep(retry_after_s if retry_after_s is not None else jittered)
+                wait = jittered if retry_after_s is None else min(retry_after_s, self.max_backoff_ms / 1000)
+                await asyncio.sleep(wait)
                 backoff_ms = min(backoff_ms * 2, self.max_backoff_ms)
         self._health = Health(False, f"{self.endpoint}: {detail}")
         return ExportResult.RETRYABLE
@@ -115,14 +144,12 @@ class OtlpForwardingExporter(Exporter):
     async def _send(self, payload: bytes) -> tuple[ExportResult, float | None, str]:
         if self._call is not None:
             return await self._send_grpc(payload)
-        if self._http is not None:
-            return await self._send_http(payload)
-        return ExportResult.RETRYABLE, None, "exporter not started"
+        return await self._send_http(payload)
 
     async def _send_grpc(self, payload: bytes) -> tuple[ExportResult, float | None, str]:
         assert self._call is not None
         try:
-            response = await self._call(payload, timeout=self.timeout_s, metadata=tuple(self.headers.items()))
+            response = await self._call(payload, timeout=self.timeout_s, metadata=self._grpc_metadata)
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
             result = ExportResult.RETRYABLE if code in _RETRYABLE_GRPC else ExportResult.PERMANENT
@@ -137,7 +164,7 @@ class OtlpForwardingExporter(Exporter):
             response = await self._http.post(self.url, content=payload, headers=headers)
         except httpx.HTTPError as exc:
             return ExportResult.RETRYABLE, None, f"{type(exc).__name__}: {exc}"
-        if response.status_code == 200:
+        if 200 <= response.status_code < 300:
             try:
                 self._note_partial_success(ExportMetricsServiceResponse.FromString(response.content))
             except Exception:  # an empty or non-protobuf body still means accepted
@@ -145,8 +172,13 @@ class OtlpForwardingExporter(Exporter):
             return ExportResult.SUCCESS, None, ""
         detail = f"HTTP {response.status_code}: {response.text[:200]}"
         if response.status_code in _RETRYABLE_HTTP:
-            retry_after = response.headers.get("Retry-After", "")
-            return ExportResult.RETRYABLE, float(retry_after) if retry_after.isdigit() else None, detail
+            return (
+                ExportResult.RETRYABLE,
+                retry_after_seconds(response.headers.get("Retry-After", "")),
+                detail,
+            )
+        if response.status_code in _OUR_CREDENTIALS:
+            return ExportResult.RETRYABLE, None, detail
         return ExportResult.PERMANENT, None, detail
 
     def _note_partial_success(self, response: ExportMetricsServiceResponse) -> None:

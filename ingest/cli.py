@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from deltalake.exceptions import TableNotFoundError
 
-from exporters import maintain
+from exporters import list_shards, maintain
 from exporters.delta.maintenance import DEFAULT_RETENTION_HOURS
 
 __all__ = ["BRONZE_TABLES", "build_parser", "main"]
@@ -51,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
         "maintain",
         help="compact, vacuum and checkpoint the bronze Delta tables (safe while the sink writes)",
         description="Compact small files, vacuum unreferenced ones older than the retention, and "
-        "write a checkpoint, for each bronze table under the data root.",
+        "write a checkpoint, for each bronze table under the data root (on a local root, every "
+        "replica's shard <root>/<table>/<replica>; on an object store, name shards with --table-uri).",
     )
     maintain_cmd.add_argument(
         "--data-root", default="data", help="local path or object-store URI (default: data)"
@@ -64,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_RETENTION_HOURS,
         help=f"vacuum files unreferenced for at least this long (default: {DEFAULT_RETENTION_HOURS})",
+    )
+    maintain_cmd.add_argument(
+        "--table-uri", action="append", default=[], metavar="URI", help="also this table (repeatable)"
     )
     maintain_cmd.add_argument("--no-compact", action="store_true", help="skip compaction")
     maintain_cmd.add_argument("--no-vacuum", action="store_true", help="skip vacuum")
@@ -83,10 +88,8 @@ def _maintain(args: argparse.Namespace) -> int:
     if args.retention_hours < 0:
         print("telemetry-sink maintain: --retention-hours must not be negative", file=sys.stderr)
         return 2
-    root = args.data_root.rstrip("/")
     status = 0
-    for name in args.table or BRONZE_TABLES:
-        uri = f"{root}/{name}"
+    for uri in _tables_to_maintain(args.data_root.rstrip("/"), args.table or BRONZE_TABLES, args.table_uri):
         try:
             report = maintain(
                 uri,
@@ -105,6 +108,19 @@ def _maintain(args: argparse.Namespace) -> int:
             continue
         print(json.dumps(report.as_dict()))
     return status
+
+
+def _tables_to_maintain(root: str, names: Sequence[str], extra: Sequence[str]) -> list[str]:
+    """Each named bronze table under the root, or (on a local root) each of its replica shards."""
+    uris = []
+    for name in names:
+        uri = f"{root}/{name}"
+        local = "://" not in root
+        if local and not os.path.isdir(os.path.join(uri, "_delta_log")):
+            uris += list_shards(root, name) or [uri]
+        else:
+            uris.append(uri)
+    return uris + list(extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

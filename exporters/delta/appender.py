@@ -11,7 +11,9 @@ removes them).
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Final, Literal
@@ -20,7 +22,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-__all__ = ["AppendError", "DeltaAppender"]
+__all__ = ["AppendError", "DeltaAppender", "sync_local_table"]
 
 log = logging.getLogger(__name__)
 
@@ -118,14 +120,34 @@ class DeltaAppender:
             last_error = exc
         raise AppendError(f"{self.table_uri}: batch {version} not committed: {last_error}") from last_error
 
+    def _create(self) -> DeltaTable:
+        """Create the table, or open it if another writer just did.
+
+        A losing creator's commit must fail rather than be retried on top of the winner's (which
+        would add a second table id to the log), hence no commit retries here.
+        """
+        try:
+            return DeltaTable.create(
+                self.table_uri,
+                self.schema,
+                mode="ignore",
+                partition_by=self.partition_by or None,
+                configuration=self.configuration,
+                storage_options=self.storage_options or None,
+                commit_properties=CommitProperties(max_commit_retries=0),
+            )
+        except Exception as exc:  # lost the race: the table exists now (or the real error surfaces)
+            log.info("creating %s: %s; opening it", self.table_uri, exc)
+            return DeltaTable(self.table_uri, storage_options=self.storage_options or None)
+
     def _write(self, data: pa.Table, version: int) -> None:
         table = self._table
+        if table is None:
+            table = self._table = self._create()
         write_deltalake(
-            table if table is not None else self.table_uri,
+            table,
             data,
             mode="append",
-            partition_by=self.partition_by or None,
-            configuration=self.configuration if table is None else None,
             writer_properties=self.writer_properties,
             storage_options=self.storage_options or None,
             commit_properties=CommitProperties(
@@ -133,3 +155,31 @@ class DeltaAppender:
                 max_commit_retries=self.max_commit_retries,
             ),
         )
+
+
+def _local_path(table_uri: str) -> str | None:
+    if table_uri.startswith("file://"):
+        return table_uri.removeprefix("file://")
+    return None if "://" in table_uri else table_uri
+
+
+def sync_local_table(table_uri: str) -> None:
+    """Flush the file system holding a local table to stable storage (delta-rs does not fsync).
+
+    Uses ``syncfs`` on the table's directory (Linux), else ``sync``. Object stores need nothing: a
+    completed PUT is durable.
+    """
+    path = _local_path(table_uri)
+    if path is None:
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        syncfs = getattr(libc, "syncfs", None)
+        if syncfs is None:
+            os.sync()
+        elif syncfs(fd) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"syncfs({path}): {os.strerror(errno)}")
+    finally:
+        os.close(fd)

@@ -10,7 +10,13 @@ arrive meanwhile form the next batch.
 Every commit carries the Delta transaction ``txn(app_id = "telemetry-sink/<writer_id>", version =
 batch sequence)``, so a commit retried after an ambiguous failure is never duplicated
 (``appender.DeltaAppender``). A writer id is unique per process by default (host name + random
-suffix); with a stable ``writer_id`` the sequence resumes from the table after a restart.
+suffix); with a stable ``writer_id`` the sequence resumes from the table after a restart, and if the
+table already holds a sequence number the writer was about to use (its start-up read failed, or
+another process shares its id), it moves past it rather than skip the batch.
+
+On a local path the file system is synced after each commit, before any push of it is acknowledged
+(delta-rs does not fsync). The queue is bounded (``max_pending_bytes``): beyond it, exports answer
+RETRYABLE at once.
 """
 
 from __future__ import annotations
@@ -22,17 +28,19 @@ import os
 import secrets
 import socket
 import time
+from collections import deque
 from collections.abc import Mapping
 from typing import Final
 
 from exporters.base import Exporter, ExportResult, Health, TelemetryPush
-from exporters.delta.appender import Compression, DeltaAppender
+from exporters.delta.appender import AppendError, Compression, DeltaAppender, sync_local_table
 from exporters.delta.schema import PARTITION_BY, STATS_COLUMNS, TELEMETRY_PUSHES_SCHEMA, pushes_to_table
 
 __all__ = [
     "DEFAULT_MAX_BATCH_BYTES",
     "DEFAULT_MAX_BATCH_LATENCY_MS",
     "DEFAULT_MAX_BATCH_ROWS",
+    "DEFAULT_MAX_PENDING_BYTES",
     "DeltaLandingExporter",
     "default_writer_id",
 ]
@@ -42,11 +50,25 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BATCH_ROWS: Final = 5000
 DEFAULT_MAX_BATCH_BYTES: Final = 32 * 1024 * 1024
 DEFAULT_MAX_BATCH_LATENCY_MS: Final = 200
+DEFAULT_MAX_PENDING_BYTES: Final = 256 * 1024 * 1024
 
 
 def default_writer_id() -> str:
     """``<host name>-<8 hex digits>``: unique per process, readable in the table."""
     return f"{socket.gethostname()}-{secrets.token_hex(4)}"
+
+
+class _Batch:
+    """Pushes that will be committed together, and the one future they all await."""
+
+    __slots__ = ("first_at", "flush", "future", "pushes", "size")
+
+    def __init__(self, future: asyncio.Future[ExportResult]) -> None:
+        self.pushes: list[TelemetryPush] = []
+        self.size = 0
+        self.future = future
+        self.first_at = time.monotonic()  # when its first push was queued: the latency clock
+        self.flush = False
 
 
 class DeltaLandingExporter(Exporter):
@@ -63,15 +85,18 @@ class DeltaLandingExporter(Exporter):
         max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_batch_latency_ms: int = DEFAULT_MAX_BATCH_LATENCY_MS,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
         commit_attempts: int = 5,
         retry_backoff_ms: int = 100,
         compression: Compression = "SNAPPY",
+        fsync: bool = True,
     ) -> None:
         problems = [
             f"{name} must be positive"
             for name, value in (
                 ("max_batch_rows", max_batch_rows),
                 ("max_batch_bytes", max_batch_bytes),
+                ("max_pending_bytes", max_pending_bytes),
                 ("commit_attempts", commit_attempts),
             )
             if value < 1
@@ -85,6 +110,8 @@ class DeltaLandingExporter(Exporter):
         self.max_batch_rows = max_batch_rows
         self.max_batch_bytes = max_batch_bytes
         self.max_batch_latency_ms = max_batch_latency_ms
+        self.max_pending_bytes = max_pending_bytes
+        self.fsync = fsync
         self.appender = DeltaAppender(
             table_uri,
             TELEMETRY_PUSHES_SCHEMA,
@@ -96,17 +123,11 @@ class DeltaLandingExporter(Exporter):
             stats_columns=STATS_COLUMNS,
             compression=compression,
         )
-        self._pending: list[TelemetryPush] = []
-        # every push of a batch awaits the same future: one result per commit
-        self._batch_futures: list[tuple[int, asyncio.Future[ExportResult]]] = []
-        self._open_batch_bytes = 0
+        self._batches: deque[_Batch] = deque()
         self._pending_bytes = 0
-        self._first_pending_at = 0.0
         self._wakeup: asyncio.Event | None = None
-        self._idle: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._flush_all = False  # force_flush: everything pending is due until the queue drains
         self._sequence = 0
         self._health = Health(True, "no commit yet")
         self.commits = 0
@@ -114,42 +135,52 @@ class DeltaLandingExporter(Exporter):
 
     async def start(self) -> None:
         self._wakeup = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
         try:
             self._sequence = await asyncio.to_thread(self.appender.committed_version) + 1
-        except Exception as exc:  # storage down at start-up: report it, keep trying on each commit
+        except Exception as exc:  # storage down at start-up: report it; commits resynchronise
             self._health = Health(False, f"cannot read {self.table_uri}: {exc}")
         self._task = asyncio.create_task(self._run(), name=f"delta-landing-{self.writer_id}")
 
     async def export(self, push: TelemetryPush) -> ExportResult:
-        if self._closing or self._wakeup is None or self._idle is None:
+        if self._closing or self._wakeup is None:
             return ExportResult.RETRYABLE
-        if not self._pending:
-            self._first_pending_at = time.monotonic()
-        future = self._future_for(len(self._pending), len(push.payload))
-        self._pending.append(push)
-        self._pending_bytes += len(push.payload)
-        self._idle.clear()
-        if len(self._pending) >= self.max_batch_rows or self._pending_bytes >= self.max_batch_bytes:
-            self._wakeup.set()
-        elif len(self._pending) == 1:
-            self._wakeup.set()  # the flusher starts the latency clock
-        return await future
+        size = len(push.payload)
+        if self._batches and self._pending_bytes + size > self.max_pending_bytes:
+            return ExportResult.RETRYABLE  # overloaded: storage is not keeping up
+        batch = self._batch_for(size)
+        batch.pushes.append(push)
+        batch.size += size
+        self._pending_bytes += size
+        self._wakeup.set()
+        # shielded: one caller giving up (a client disconnecting) must not cancel its batch-mates
+        return await asyncio.shield(batch.future)
+
+    def _batch_for(self, size: int) -> _Batch:
+        """The open batch if the push fits in it (a batch always takes its first push), else a new one."""
+        if self._batches:
+            last = self._batches[-1]
+            if len(last.pushes) < self.max_batch_rows and last.size + size <= self.max_batch_bytes:
+                return last
+        batch = _Batch(asyncio.get_running_loop().create_future())
+        self._batches.append(batch)
+        return batch
 
     async def force_flush(self) -> bool:
-        if self._wakeup is None or self._idle is None:
+        """Commit every batch queued now, at once; True if all of them were stored."""
+        if self._wakeup is None:
             return True
-        self._flush_all = True
+        targets = list(self._batches)
+        for batch in targets:
+            batch.flush = True
         self._wakeup.set()
-        await self._idle.wait()
-        return self._health.healthy
+        results = [await asyncio.shield(batch.future) for batch in targets]
+        return all(result is ExportResult.SUCCESS for result in results)
 
     async def shutdown(self) -> None:
         if self._closing:
             return
+        self._closing = True  # from now on exports answer RETRYABLE
         await self.force_flush()
-        self._closing = True
         if self._wakeup is not None:
             self._wakeup.set()
         if self._task is not None:
@@ -162,89 +193,65 @@ class DeltaLandingExporter(Exporter):
     # -- the flusher --------------------------------------------------------------------------
 
     def _due_in(self) -> float:
-        """Seconds until the pending batch must be committed (0: now)."""
+        """Seconds until the first batch must be committed (0: now)."""
+        first = self._batches[0]
         if (
-            self._flush_all
-            or len(self._pending) >= self.max_batch_rows
-            or self._pending_bytes >= self.max_batch_bytes
+            first.flush
+            or self._closing
+            or len(self._batches) > 1  # a later push did not fit: the batch is closed
+            or len(first.pushes) >= self.max_batch_rows
+            or first.size >= self.max_batch_bytes
         ):
             return 0.0
-        waited = time.monotonic() - self._first_pending_at
-        return max(0.0, self.max_batch_latency_ms / 1000 - waited)
+        return max(0.0, self.max_batch_latency_ms / 1000 - (time.monotonic() - first.first_at))
 
     async def _run(self) -> None:
         assert self._wakeup is not None
-        assert self._idle is not None
         while True:
-            if not self._pending:
-                self._flush_all = False
-                self._idle.set()
+            if not self._batches:
                 if self._closing:
                     return
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
             due = self._due_in()
-            if due > 0 and not self._closing:
+            if due > 0:
                 self._wakeup.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), due)
                 continue
-            await self._commit(self._take_batch())
+            batch = self._batches.popleft()
+            self._pending_bytes -= batch.size
+            await self._commit(batch)
 
-    def _future_for(self, position: int, size: int) -> asyncio.Future[ExportResult]:
-        """The future of the batch the push queued at ``position`` (``size`` bytes) will be
-        committed in.
-
-        Batches are cut by rows and bytes in queue order, so a push's batch is known when it is
-        queued: the last open batch, unless the push would overflow it (a batch always takes its
-        first push, however large).
-        """
-        if self._batch_futures:
-            start, future = self._batch_futures[-1]
-            if (
-                position - start < self.max_batch_rows
-                and self._open_batch_bytes + size <= self.max_batch_bytes
-            ):
-                self._open_batch_bytes += size
-                return future
-        future = asyncio.get_running_loop().create_future()
-        self._batch_futures.append((position, future))
-        self._open_batch_bytes = size
-        return future
-
-    def _take_batch(self) -> tuple[list[TelemetryPush], asyncio.Future[ExportResult]]:
-        """The first batch of the queue, cut exactly as ``_future_for`` assigned it."""
-        _, future = self._batch_futures.pop(0)
-        end = self._batch_futures[0][0] if self._batch_futures else len(self._pending)
-        batch, self._pending = self._pending[:end], self._pending[end:]
-        self._batch_futures = [(start - end, f) for start, f in self._batch_futures]
-        self._pending_bytes -= sum(len(p.payload) for p in batch)
-        if self._pending:
-            self._first_pending_at = time.monotonic()
-        return batch, future
-
-    async def _commit(self, taken: tuple[list[TelemetryPush], asyncio.Future[ExportResult]]) -> None:
-        batch, future = taken
+    async def _commit(self, batch: _Batch) -> None:
         sequence = self._sequence
         self._sequence += 1  # never reused, even after a failure: versions need not be contiguous
         started = time.monotonic()
         try:
-            await asyncio.to_thread(self._land, batch, sequence)
-        except Exception as exc:  # AppendError, or data that cannot be converted
-            log.error("landing %d pushes in %s failed: %s", len(batch), self.table_uri, exc)
+            used = await asyncio.to_thread(self._land, batch.pushes, sequence)
+        except Exception as exc:  # AppendError, a sync failure, or data that cannot be converted
+            log.error("landing %d pushes in %s failed: %s", len(batch.pushes), self.table_uri, exc)
             self._health = Health(False, f"last commit failed: {exc}")
             result = ExportResult.RETRYABLE
         else:
+            self._sequence = max(self._sequence, used + 1)
             self.commits += 1
             self.commit_latencies_ms.append((time.monotonic() - started) * 1000)
             if len(self.commit_latencies_ms) > 10_000:
                 del self.commit_latencies_ms[:5_000]
-            self._health = Health(True, f"committed batch {sequence}")
+            self._health = Health(True, f"committed batch {used}")
             result = ExportResult.SUCCESS
-        if not future.done():
-            future.set_result(result)
+        if not batch.future.done():
+            batch.future.set_result(result)
 
-    def _land(self, batch: list[TelemetryPush], sequence: int) -> None:
-        """In a worker thread: convert to Arrow and commit."""
-        self.appender.append(pushes_to_table(batch, self.writer_id, sequence), sequence)
+    def _land(self, pushes: list[TelemetryPush], sequence: int) -> int:
+        """In a worker thread: convert, commit, make durable; return the sequence number used."""
+        if not self.appender.append(pushes_to_table(pushes, self.writer_id, sequence), sequence):
+            # the table already holds this sequence number, so ours is stale: move past it
+            sequence = self.appender.committed_version() + 1
+            if not self.appender.append(pushes_to_table(pushes, self.writer_id, sequence), sequence):
+                raise AppendError(f"{self.table_uri}: sequence {sequence} taken by another writer")
+        if self.fsync:
+            sync_local_table(self.table_uri)
+        return sequence

@@ -7,9 +7,10 @@
   default; shorter retention can break readers of older versions);
 - a checkpoint of the resulting version, so readers do not replay the whole log.
 
-All of it is safe while the sink writes: compaction and vacuum commit through Delta's conflict
-checks, appends never conflict with them, and vacuum only deletes unreferenced files older than the
-retention period.
+All of it is safe while the sink writes, as long as the retention is longer than a commit can take
+(vacuum deletes unreferenced files older than the retention, and a commit in flight has written
+files that are not referenced yet): compaction and vacuum commit through Delta's conflict checks,
+and appends never conflict with them.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def maintain(
             retention_hours=retention_hours,
             dry_run=False,
             enforce_retention_duration=retention_hours >= DEFAULT_RETENTION_HOURS,
+            full=True,  # also files no commit ever referenced (those of failed commits)
         )
         vacuumed = len(deleted)
     checkpoint_version = None

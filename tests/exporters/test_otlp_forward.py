@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Iterator
+from email.utils import parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
@@ -17,6 +18,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from exporters import ExportResult, OtlpForwardingExporter
+from exporters.otlp_forward import retry_after_seconds
 from tests.support.otlp import push
 
 pytestmark = pytest.mark.integration
@@ -177,3 +179,41 @@ async def test_http_400_is_permanent(http_collector: tuple[type[HttpCollector], 
 def test_bad_protocol_is_refused() -> None:
     with pytest.raises(ValueError, match="protocol"):
         OtlpForwardingExporter("x", protocol="carrier-pigeon")  # type: ignore[arg-type]
+
+
+async def test_grpc_header_names_may_have_capitals(grpc_collector: tuple[Collector, int]) -> None:
+    _, port = grpc_collector
+    exporter = await _exporter(f"127.0.0.1:{port}", headers={"Authorization": "Bearer t0ken"})
+    assert await exporter.export(push()) is ExportResult.SUCCESS
+    await exporter.shutdown()
+
+
+async def test_export_after_shutdown_answers_at_once() -> None:
+    exporter = OtlpForwardingExporter("127.0.0.1:1", initial_backoff_ms=60_000)
+    await exporter.start()
+    await exporter.shutdown()
+    assert await exporter.export(push()) is ExportResult.RETRYABLE  # no minute-long backoff
+    assert exporter.health().healthy
+
+
+@pytest.mark.parametrize(
+    ("statuses", "result"), [([204], ExportResult.SUCCESS), ([401, 403, 401], ExportResult.RETRYABLE)]
+)
+async def test_http_2xx_is_success_and_auth_failures_are_ours(
+    http_collector: tuple[type[HttpCollector], int], statuses: list[int], result: ExportResult
+) -> None:
+    collector, port = http_collector
+    collector.statuses = statuses
+    exporter = await _exporter(f"http://127.0.0.1:{port}", protocol="http/protobuf", max_attempts=3)
+    assert await exporter.export(push()) is result
+    assert exporter.health().healthy is (result is ExportResult.SUCCESS)
+    await exporter.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("3", 3.0), ("1.5", 1.5), ("", None), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 10.0)],
+)
+def test_retry_after_forms(value: str, seconds: float | None) -> None:
+    now = parsedate_to_datetime("Wed, 21 Oct 2015 07:27:50 GMT").timestamp()
+    assert retry_after_seconds(value, now) == seconds

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exporters import DeltaLandingExporter
+from exporters import DeltaLandingExporter, shard_uri
 from ingest.cli import main
 from tests.support.otlp import push
 
@@ -73,3 +73,35 @@ def test_maintain_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> N
     assert "must not be negative" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["maintain", "--storage-option", "novalue"])
+
+
+def test_maintain_finds_every_replica_shard(tmp_path: Path) -> None:
+    async def land(replica: str) -> None:
+        exporter = DeltaLandingExporter(
+            shard_uri(str(tmp_path), "telemetry_pushes", replica), max_batch_rows=1
+        )
+        await exporter.start()
+        for n in range(3):
+            await exporter.export(push(n))
+        await exporter.shutdown()
+
+    for replica in ("sink-0", "sink-1"):
+        asyncio.run(land(replica))
+    result = subprocess.run(
+        [
+            _script(),
+            "maintain",
+            "--data-root",
+            str(tmp_path),
+            "--table",
+            "telemetry_pushes",
+            "--retention-hours",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    reports = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["table_uri"].rsplit("/", 1)[1] for r in reports] == ["sink-0", "sink-1"]
+    assert all(r["files_removed_by_compaction"] == 3 for r in reports)

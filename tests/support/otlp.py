@@ -58,7 +58,7 @@ def push(
         "client_software_name": "librdkafka",
         "client_software_version": "2.16.0",
         "client_source_address": "127.0.0.1",
-        "client_source_port": 50000 + n,
+        "client_source_port": 50000 + n % 10_000,
         "quota_tags": {"user": "alice", "client-id": ""},
         "compression_type": 4,
     }
