@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 COMPILED := $(wildcard ingest/quotas/*.py)  # setup.py compiles some of them with mypyc
 
-.PHONY: setup test lint typecheck unit run bench clean
+.PHONY: setup test lint typecheck unit run bench proto clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,11 @@ run: setup
 bench: setup
 	$(BIN)/python benchmarks/subscriptions/bench.py
 	$(BIN)/python benchmarks/quotas/bench.py
+
+# Regenerate the gRPC code of ingest/proto/client_telemetry.proto (checked in; a test catches staleness)
+proto: setup
+	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. \
+		ingest/proto/client_telemetry.proto
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
