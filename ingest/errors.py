@@ -1,0 +1,82 @@
+"""How each outcome (a Kafka error code) is answered on each transport: the one error table.
+
+- KIP-714 RPCs (the gRPC ``ClientTelemetry`` service, their HTTP JSON equivalents, the Kafka wire
+  listener): the Kafka error code travels in the response, the transport says OK (gRPC ``OK``, HTTP
+  200), as in Kafka. Protocol errors are never a transport failure.
+- OTLP receivers (gRPC ``MetricsService/Export``, HTTP ``POST /v1/metrics``): OTLP clients only read
+  transport statuses, so each code maps to one (``OTLP_ANSWERS``). Retryable answers carry the wait:
+  gRPC ``RetryInfo``, HTTP ``Retry-After`` in whole seconds rounded up (PD-7); without it OTLP clients
+  treat RESOURCE_EXHAUSTED as permanent.
+- The admin API (HTTP): ``ADMIN_HTTP_STATUS``.
+
+Which code a failure gets is decided by how clients react (PD-12): nothing transient is ever
+answered with a code that turns a client's telemetry off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final, NamedTuple
+
+import grpc
+
+from subscriptions import Errors
+
+__all__ = [
+    "ADMIN_HTTP_STATUS",
+    "OTLP_ANSWERS",
+    "OtlpAnswer",
+    "admin_http_status",
+    "otlp_answer",
+    "retry_after_seconds",
+]
+
+
+class OtlpAnswer(NamedTuple):
+    grpc_status: grpc.StatusCode
+    http_status: int
+    retryable: bool
+    """True: the answer carries the wait (RetryInfo / Retry-After) and the client sends again."""
+
+
+OTLP_ANSWERS: Final[Mapping[Errors, OtlpAnswer]] = MappingProxyType(
+    {
+        Errors.NONE: OtlpAnswer(grpc.StatusCode.OK, 200, False),
+        Errors.THROTTLING_QUOTA_EXCEEDED: OtlpAnswer(grpc.StatusCode.RESOURCE_EXHAUSTED, 429, True),
+        Errors.UNKNOWN_SERVER_ERROR: OtlpAnswer(grpc.StatusCode.UNAVAILABLE, 503, True),
+        Errors.TELEMETRY_TOO_LARGE: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 413, False),
+        Errors.INVALID_RECORD: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
+        Errors.INVALID_REQUEST: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
+        Errors.INVALID_CONFIG: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
+        Errors.UNSUPPORTED_COMPRESSION_TYPE: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 415, False),
+        Errors.UNKNOWN_SUBSCRIPTION_ID: OtlpAnswer(grpc.StatusCode.FAILED_PRECONDITION, 409, False),
+        Errors.CLUSTER_AUTHORIZATION_FAILED: OtlpAnswer(grpc.StatusCode.PERMISSION_DENIED, 403, False),
+        Errors.UNSUPPORTED_VERSION: OtlpAnswer(grpc.StatusCode.UNIMPLEMENTED, 404, False),
+    }
+)
+
+ADMIN_HTTP_STATUS: Final[Mapping[Errors, int]] = MappingProxyType(
+    {
+        Errors.NONE: 200,
+        Errors.INVALID_REQUEST: 400,
+        Errors.INVALID_CONFIG: 400,
+        Errors.CLUSTER_AUTHORIZATION_FAILED: 403,
+        Errors.THROTTLING_QUOTA_EXCEEDED: 429,  # the mutation quota, with Retry-After
+        Errors.UNKNOWN_SERVER_ERROR: 500,
+    }
+)
+
+
+def otlp_answer(error: Errors) -> OtlpAnswer:
+    return OTLP_ANSWERS[error]
+
+
+def admin_http_status(error: Errors) -> int:
+    """The HTTP status of an admin answer (codes the admin API does not produce are 500)."""
+    return ADMIN_HTTP_STATUS.get(error, 500)
+
+
+def retry_after_seconds(throttle_ms: int) -> int:
+    """``Retry-After``: the throttle in whole seconds, rounded up, at least 1 (PD-7)."""
+    return max(1, -(-throttle_ms // 1000))

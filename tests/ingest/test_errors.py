@@ -1,0 +1,52 @@
+"""The error table: every Kafka code has an answer on every transport, and retries are right."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from ingest.errors import OTLP_ANSWERS, admin_http_status, otlp_answer, retry_after_seconds
+from subscriptions import Errors
+
+
+def test_every_kafka_code_has_an_otlp_answer() -> None:
+    assert set(OTLP_ANSWERS) == set(Errors)
+
+
+@pytest.mark.parametrize("error", list(Errors))
+def test_PD_12_only_transient_outcomes_are_retryable(error: Errors) -> None:
+    answer = otlp_answer(error)
+    transient = {Errors.THROTTLING_QUOTA_EXCEEDED, Errors.UNKNOWN_SERVER_ERROR}
+    assert answer.retryable is (error in transient)
+    if answer.retryable:  # what OTLP clients retry (with retry info / Retry-After)
+        assert answer.grpc_status in {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE}
+        assert answer.http_status in {429, 503}
+    elif error is not Errors.NONE:
+        assert 400 <= answer.http_status < 500  # a protocol error is never a 500
+
+
+def test_PD_12_too_large_is_413_and_not_retried() -> None:
+    assert otlp_answer(Errors.TELEMETRY_TOO_LARGE) == (grpc.StatusCode.INVALID_ARGUMENT, 413, False)
+
+
+@pytest.mark.parametrize(
+    ("throttle_ms", "seconds"), [(1, 1), (999, 1), (1000, 1), (1001, 2), (29_000, 29), (0, 1)]
+)
+def test_PD_7_retry_after_is_whole_seconds_rounded_up(throttle_ms: int, seconds: int) -> None:
+    assert retry_after_seconds(throttle_ms) == seconds
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (Errors.NONE, 200),
+        (Errors.INVALID_REQUEST, 400),
+        (Errors.INVALID_CONFIG, 400),
+        (Errors.CLUSTER_AUTHORIZATION_FAILED, 403),
+        (Errors.THROTTLING_QUOTA_EXCEEDED, 429),
+        (Errors.UNKNOWN_SERVER_ERROR, 500),
+        (Errors.TELEMETRY_TOO_LARGE, 500),
+    ],
+)
+def test_TEL_23_admin_http_statuses(error: Errors, status: int) -> None:
+    assert admin_http_status(error) == status
