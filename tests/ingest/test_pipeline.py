@@ -1,0 +1,154 @@
+"""The push path end to end, with the real core, quota engine, codec and an in-memory exporter."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from uuid import UUID
+
+import zstandard
+
+from exporters import ExportResult, InMemoryExporter, TelemetryPush
+from ingest.codec import decode_payload
+from ingest.pipeline import TelemetryPipeline
+from ingest.quotas import ClientQuotaEntity, QuotaConfig, create_quota_managers
+from subscriptions import (
+    ClientContext,
+    ClientMetricsManager,
+    Errors,
+    GetTelemetrySubscriptionsRequest,
+    PushTelemetryRequest,
+    SubscriptionStore,
+)
+from tests.support.clock import FakeClock
+from tests.support.otlp import metrics_data
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka"
+CLIENT = ClientContext(
+    client_id="rdkafka",
+    client_software_name="librdkafka",
+    client_software_version="2.16.0",
+    client_source_address="127.0.0.1",
+    client_source_port=40001,
+    principal="User:alice",
+)
+
+
+class Harness:
+    def __init__(self, exporter: InMemoryExporter | None = None) -> None:
+        self.clock = FakeClock()
+        store = SubscriptionStore()
+        store.update("kafka", {"metrics": "org.apache.kafka.", "interval.ms": 1000})
+        self.manager = ClientMetricsManager(store)
+        self.quotas = create_quota_managers(QuotaConfig(), self.clock)
+        self.exporter = exporter or InMemoryExporter()
+        self.handler_ns = 0  # how long each request takes to handle (fake time)
+        self._ticks = 0
+        self.pipeline = TelemetryPipeline(
+            self.manager,
+            self.quotas,
+            self.exporter,
+            now_ms=self.clock.now_ms,
+            thread_time_ns=self._thread_time,
+        )
+        self.instance_id = UUID(int=0)
+        self.subscription_id = 0
+
+    def _thread_time(self) -> int:
+        self._ticks += self.handler_ns // 2  # called at the start and at the end of a request
+        return self._ticks
+
+    async def get(self) -> int:
+        response = await self.pipeline.get_subscriptions(
+            GetTelemetrySubscriptionsRequest(self.instance_id), CLIENT
+        )
+        if response.error_code == Errors.NONE:
+            self.instance_id, self.subscription_id = response.client_instance_id, response.subscription_id
+        return response.error_code
+
+    async def push(self, metrics: bytes, compression: int = 0, *, after_ms: int = 1000) -> tuple[int, int]:
+        self.clock.advance(after_ms)
+        request = PushTelemetryRequest(self.instance_id, self.subscription_id, False, compression, metrics)
+        response = await self.pipeline.push(request, CLIENT)
+        return response.error_code, response.throttle_time_ms
+
+
+async def test_a_librdkafka_push_lands_decompressed_with_its_context() -> None:
+    h = Harness()
+    assert await h.get() == Errors.NONE
+    captured = (FIXTURES / "librdkafka-producer-push001-zstd.bin").read_bytes()
+    assert await h.push(captured, 4) == (Errors.NONE, 0)
+    [landed] = h.exporter.pushes
+    assert isinstance(landed, TelemetryPush)
+    assert landed.payload == decode_payload(captured, 4, 1 << 20)
+    c = landed.context
+    assert (c.client_instance_id, c.subscription_id) == (h.instance_id, h.subscription_id)
+    assert (c.principal, c.client_id, c.client_software_name) == ("User:alice", "rdkafka", "librdkafka")
+    assert (c.client_source_address, c.client_source_port, c.compression_type) == ("127.0.0.1", 40001, 4)
+    assert c.quota_entity == "client-id=rdkafka,user="  # the entity its usage counts against
+    assert c.received_ms == h.clock.now_ms()
+
+
+async def test_PD_12_a_zip_bomb_is_too_large_and_the_client_carries_on() -> None:
+    h = Harness()
+    await h.get()
+    bomb = zstandard.ZstdCompressor().compress(bytes(100 << 20))
+    assert (await h.push(bomb, 4))[0] == Errors.TELEMETRY_TOO_LARGE
+    assert await h.push(metrics_data(), 0) == (Errors.NONE, 0)  # next interval: accepted
+    assert len(h.exporter.pushes) == 1
+
+
+async def test_PD_12_corrupt_or_non_otlp_payloads_are_invalid_record() -> None:
+    h = Harness()
+    await h.get()
+    corrupt = gzip.compress(metrics_data())[:-8]
+    assert (await h.push(corrupt, 1))[0] == Errors.INVALID_RECORD
+    assert (await h.push(b"\xff\xff\xff", 0))[0] == Errors.INVALID_RECORD
+    assert h.exporter.pushes == []
+
+
+async def test_PD_12_an_exporter_failure_is_retried_at_the_next_interval() -> None:
+    h = Harness(InMemoryExporter(ExportResult.RETRYABLE))
+    await h.get()
+    error, throttle = await h.push(metrics_data())
+    assert error == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert throttle == 1000  # the push interval: the client comes back then
+    h.exporter.result = ExportResult.PERMANENT
+    assert (await h.push(metrics_data()))[0] == Errors.INVALID_RECORD
+
+
+async def test_PD_12_an_exporter_exception_is_ours_not_the_clients() -> None:
+    class Broken(InMemoryExporter):
+        async def export(self, push: TelemetryPush) -> ExportResult:
+            raise RuntimeError("disk on fire")
+
+    h = Harness(Broken())
+    await h.get()
+    assert (await h.push(metrics_data()))[0] == Errors.THROTTLING_QUOTA_EXCEEDED
+
+
+async def test_QUO_7_the_byte_rate_quota_throttles_an_accepted_push() -> None:
+    h = Harness()
+    h.quotas.alter(ClientQuotaEntity(None, "rdkafka"), "producer_byte_rate", 100)
+    await h.get()
+    error, throttle = await h.push(metrics_data(points=200))  # several KB against 100 B/s
+    assert error == Errors.NONE  # stored: the throttle asks the client to slow down
+    assert throttle > 0
+    assert len(h.exporter.pushes) == 1
+
+
+async def test_QUO_11_the_request_time_quota_throttles_slow_requests() -> None:
+    h = Harness()
+    h.quotas.alter(ClientQuotaEntity(None, "rdkafka"), "request_percentage", 1)
+    h.handler_ns = 500_000_000  # half a second per request: 50% of a thread
+    assert await h.get() == Errors.NONE
+    error, throttle = await h.push(metrics_data())
+    assert error == Errors.NONE
+    assert throttle == 1000  # capped at one quota window
+
+
+async def test_TEL_17_a_too_early_push_keeps_the_cores_answer() -> None:
+    h = Harness()
+    await h.get()
+    assert (await h.push(metrics_data()))[0] == Errors.NONE
+    assert await h.push(metrics_data(), after_ms=400) == (Errors.THROTTLING_QUOTA_EXCEEDED, 600)
