@@ -1,0 +1,62 @@
+"""Who is asking: principal, client id and software, source address (TEL-6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest.identity import ANONYMOUS, client_context, parse_grpc_peer, principal_from_auth_context
+
+
+@pytest.mark.parametrize(
+    ("peer", "parsed"),
+    [
+        ("ipv4:127.0.0.1:54321", ("127.0.0.1", 54321)),
+        ("ipv6:[::1]:4317", ("0:0:0:0:0:0:0:1", 4317)),  # written out as Java writes it
+        ("ipv6:[2001:db8::ff00:42:8329]:1", ("2001:db8:0:0:0:ff00:42:8329", 1)),
+        ("unix:/tmp/socket", (None, None)),
+        ("ipv4:nonsense:1", (None, None)),
+    ],
+)
+def test_TEL_6_source_address_and_port_come_from_the_peer(
+    peer: str, parsed: tuple[str | None, int | None]
+) -> None:
+    assert parse_grpc_peer(peer) == parsed
+
+
+def test_client_id_and_software_come_from_metadata() -> None:
+    context = client_context(
+        [
+            ("x-kafka-client-id", "p1"),
+            ("X-Kafka-Client-Software-Name", b"librdkafka"),
+            ("x-kafka-client-software-version", "2.16.0"),
+        ],
+        "ipv4:10.0.0.7:50312",
+    )
+    assert (context.client_id, context.client_software_name, context.client_software_version) == (
+        "p1",
+        "librdkafka",
+        "2.16.0",
+    )
+    assert (context.client_source_address, context.client_source_port) == ("10.0.0.7", 50312)
+    assert context.principal == ANONYMOUS
+
+
+def test_TEL_6_software_is_unknown_when_the_client_does_not_say() -> None:
+    context = client_context([], "ipv4:10.0.0.7:1")
+    assert (context.client_id, context.client_software_name, context.client_software_version) == (
+        None,
+        "unknown",
+        "unknown",
+    )
+
+
+def test_the_principal_comes_from_the_certificate_never_from_a_header() -> None:
+    assert (
+        principal_from_auth_context({"x509_subject": [b"CN=producer-7,O=Acme"]})
+        == "User:CN=producer-7,O=Acme"
+    )
+    assert principal_from_auth_context({}) == ANONYMOUS
+    forged = client_context(
+        [("x-kafka-principal", "User:admin"), ("principal", "User:admin")], "ipv4:1.2.3.4:5"
+    )
+    assert forged.principal == ANONYMOUS
