@@ -12,7 +12,7 @@ from uuid import UUID
 import grpc
 import grpc.aio
 
-from ingest.identity import client_context
+from ingest.identity import grpc_client_context
 from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
@@ -49,7 +49,9 @@ class ClientTelemetryService(pb_grpc.ClientTelemetryServicer):
 
     @staticmethod
     def _client(context: Context) -> ClientContext:
-        return client_context(context.invocation_metadata() or (), context.peer(), context.auth_context())
+        return grpc_client_context(
+            context.invocation_metadata() or (), context.peer(), context.auth_context()
+        )
 
     async def GetTelemetrySubscriptions(  # noqa: N802 - gRPC's method name
         self, request: pb.GetTelemetrySubscriptionsRequest, context: Context

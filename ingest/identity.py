@@ -3,18 +3,19 @@
 - Principal: the subject of the client's TLS certificate under mTLS (``User:<subject>``), else
   ``User:ANONYMOUS``. A client can never choose its principal through a header. (Bearer tokens and
   a trusted fronting proxy come with the rest of the front end.)
-- Client id, software name and version: request metadata, the gRPC equivalents of Kafka's request
-  header and ApiVersions request: ``x-kafka-client-id``, ``x-kafka-client-software-name``,
-  ``x-kafka-client-software-version``. Software name and version are ``unknown`` when a client sends
-  other metadata but not them, as a Kafka broker records clients that send no ApiVersions info.
-- Source address and port: the connection's peer, as the transport reports it.
+- Client id, software name and version: request headers (gRPC metadata or HTTP headers), the
+  equivalents of Kafka's request header and ApiVersions request: ``x-kafka-client-id``,
+  ``x-kafka-client-software-name``, ``x-kafka-client-software-version``. Software name and version
+  are ``unknown`` when a client does not send them, as a Kafka broker records clients that send no
+  ApiVersions info.
+- Source address and port: the connection's peer, the address written as Java writes it (TEL-6).
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from subscriptions import ClientContext
 
@@ -23,47 +24,81 @@ __all__ = [
     "CLIENT_ID_HEADER",
     "SOFTWARE_NAME_HEADER",
     "SOFTWARE_VERSION_HEADER",
-    "client_context",
+    "grpc_client_context",
+    "http_client_context",
+    "java_host_address",
     "parse_grpc_peer",
     "principal_from_auth_context",
+    "principal_from_peercert",
 ]
 
 ANONYMOUS: Final = "User:ANONYMOUS"
 CLIENT_ID_HEADER: Final = "x-kafka-client-id"
 SOFTWARE_NAME_HEADER: Final = "x-kafka-client-software-name"
 SOFTWARE_VERSION_HEADER: Final = "x-kafka-client-software-version"
+_SHORT_NAMES: Final = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "stateOrProvinceName": "ST",
+    "localityName": "L",
+}
+
+
+def java_host_address(host: str) -> str | None:
+    """An IP address as Java's ``InetAddress.getHostAddress`` writes it (TEL-6): dotted IPv4, or all
+    eight IPv6 groups without leading zeros (``0:0:0:0:0:0:0:1``); None if it is not an address."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+    if address.version == 4:
+        return str(address)
+    return ":".join(f"{int(group, 16):x}" for group in address.exploded.split(":"))
 
 
 def parse_grpc_peer(peer: str) -> tuple[str | None, int | None]:
-    """``ipv4:1.2.3.4:5678`` / ``ipv6:[::1]:5678`` -> (address, port); anything else -> (None, None).
-
-    IPv6 addresses are written out in full, as Java's ``InetAddress.getHostAddress`` does (TEL-6)."""
+    """``ipv4:1.2.3.4:5678`` / ``ipv6:[::1]:5678`` -> (address, port); anything else -> (None, None)."""
     kind, _, rest = peer.partition(":")
     if kind not in ("ipv4", "ipv6"):
         return None, None
     host, _, port = rest.rpartition(":")
-    host = host.strip("[]")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
+    address = java_host_address(host.strip("[]"))
+    if address is None:
         return None, None
-    text = (
-        address.exploded
-        if address.version == 4
-        else ":".join(f"{int(g, 16):x}" for g in address.exploded.split(":"))
-    )
-    return text, int(port) if port.isdigit() else None
+    return address, int(port) if port.isdigit() else None
 
 
 def principal_from_auth_context(auth_context: Mapping[str, Iterable[bytes]]) -> str:
-    """``User:<certificate subject>`` when the peer presented a verified certificate, else anonymous."""
+    """gRPC: ``User:<certificate subject>`` when the peer presented a verified certificate."""
     subjects = list(auth_context.get("x509_subject") or [])
     if subjects:
         return "User:" + subjects[0].decode("utf-8", "replace")
     return ANONYMOUS
 
 
-def client_context(
+def principal_from_peercert(peercert: Mapping[str, Any] | None) -> str:
+    """HTTP: ``User:<subject>`` from an ``ssl`` peer certificate (``CN=..,O=..``), else anonymous."""
+    subject = (peercert or {}).get("subject") or ()
+    parts = [f"{_SHORT_NAMES.get(key, key)}={value}" for rdn in subject for key, value in rdn]
+    return "User:" + ",".join(parts) if parts else ANONYMOUS
+
+
+def _context(
+    headers: Mapping[str, str], address: str | None, port: int | None, principal: str
+) -> ClientContext:
+    return ClientContext(
+        client_id=headers.get(CLIENT_ID_HEADER),
+        client_software_name=headers.get(SOFTWARE_NAME_HEADER, "unknown"),
+        client_software_version=headers.get(SOFTWARE_VERSION_HEADER, "unknown"),
+        client_source_address=address,
+        client_source_port=port,
+        principal=principal,
+    )
+
+
+def grpc_client_context(
     metadata: Iterable[tuple[str, str | bytes]],
     peer: str,
     auth_context: Mapping[str, Iterable[bytes]] | None = None,
@@ -71,11 +106,14 @@ def client_context(
     """The client context of one gRPC request."""
     headers = {key.lower(): value.decode() if isinstance(value, bytes) else value for key, value in metadata}
     address, port = parse_grpc_peer(peer)
-    return ClientContext(
-        client_id=headers.get(CLIENT_ID_HEADER),
-        client_software_name=headers.get(SOFTWARE_NAME_HEADER, "unknown"),
-        client_software_version=headers.get(SOFTWARE_VERSION_HEADER, "unknown"),
-        client_source_address=address,
-        client_source_port=port,
-        principal=principal_from_auth_context(auth_context or {}),
-    )
+    return _context(headers, address, port, principal_from_auth_context(auth_context or {}))
+
+
+def http_client_context(
+    headers: Mapping[str, str], peername: tuple[Any, ...] | None, peercert: Mapping[str, Any] | None = None
+) -> ClientContext:
+    """The client context of one HTTP request (``peername`` as the socket reports it)."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    address = java_host_address(str(peername[0])) if peername else None
+    port = int(peername[1]) if peername and len(peername) > 1 else None
+    return _context(lowered, address, port, principal_from_peercert(peercert))

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.identity import ANONYMOUS, client_context, parse_grpc_peer, principal_from_auth_context
+from ingest.identity import (
+    ANONYMOUS,
+    grpc_client_context,
+    http_client_context,
+    parse_grpc_peer,
+    principal_from_auth_context,
+    principal_from_peercert,
+)
+
+client_context = grpc_client_context
 
 
 @pytest.mark.parametrize(
@@ -60,3 +69,15 @@ def test_the_principal_comes_from_the_certificate_never_from_a_header() -> None:
         [("x-kafka-principal", "User:admin"), ("principal", "User:admin")], "ipv4:1.2.3.4:5"
     )
     assert forged.principal == ANONYMOUS
+
+
+def test_http_identity_from_headers_socket_and_certificate() -> None:
+    context = http_client_context({"X-Kafka-Client-Id": "c1"}, ("::1", 4318, 0, 0), None)
+    assert (context.client_id, context.client_source_address, context.client_source_port) == (
+        "c1",
+        "0:0:0:0:0:0:0:1",
+        4318,
+    )
+    cert = {"subject": ((("organizationName", "Acme"),), (("commonName", "producer-7"),))}
+    assert principal_from_peercert(cert) == "User:O=Acme,CN=producer-7"
+    assert http_client_context({}, None).principal == ANONYMOUS

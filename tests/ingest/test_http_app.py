@@ -1,0 +1,149 @@
+"""The HTTP front door on a real loopback server, driven by a real HTTP client (httpx)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+from uuid import UUID
+
+import httpx
+import pytest
+from aiohttp.test_utils import TestServer
+
+from exporters import Health, InMemoryExporter
+from ingest.http_app import GET_PATH, PUSH_PATH, create_http_app, parse_instance_id
+from ingest.pipeline import TelemetryPipeline
+from ingest.quotas import QuotaConfig, create_quota_managers
+from subscriptions import ClientMetricsManager, SubscriptionStore
+from tests.support.clock import FakeClock
+
+pytestmark = pytest.mark.integration
+
+FIXTURE = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka" / "librdkafka-consumer-push001-zstd.bin"
+)
+HEADERS = {"x-kafka-client-id": "rdkafka", "x-kafka-client-software-name": "librdkafka"}
+
+
+class Served:
+    def __init__(self, client: httpx.AsyncClient, exporter: InMemoryExporter, clock: FakeClock) -> None:
+        self.client, self.exporter, self.clock = client, exporter, clock
+        self.health = Health(True, "committed batch 3")
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    clock = FakeClock()
+    store = SubscriptionStore()
+    store.update("kafka", {"metrics": "org.apache.kafka.", "interval.ms": 1000})
+    exporter = InMemoryExporter()
+    pipeline = TelemetryPipeline(
+        ClientMetricsManager(store),
+        create_quota_managers(QuotaConfig(), clock),
+        exporter,
+        now_ms=clock.now_ms,
+    )
+    holder: list[Served] = []
+    app = create_http_app(pipeline, ready=lambda: holder[0].health, max_body_bytes=64 * 1024)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    async with httpx.AsyncClient(base_url=str(server.make_url(""))) as client:
+        holder.append(Served(client, exporter, clock))
+        yield holder[0]
+    await server.close()
+
+
+async def test_get_then_push_json_and_binary(served: Served) -> None:
+    got = (await served.client.post(GET_PATH, headers=HEADERS)).json()
+    assert got["error_code"] == 0
+    assert got["error"] == "NONE"
+    assert got["requested_metrics"] == ["org.apache.kafka."]
+    assert got["accepted_compression_types"] == [4, 3, 1, 2]
+    instance = got["client_instance_id"]
+    assert UUID(instance) == parse_instance_id(got["client_instance_id_kafka"])
+    served.clock.advance(1000)
+    binary = await served.client.post(
+        PUSH_PATH,
+        params={
+            "client_instance_id": instance,
+            "subscription_id": got["subscription_id"],
+            "compression_type": 4,
+        },
+        content=FIXTURE.read_bytes(),
+        headers={**HEADERS, "Content-Type": "application/octet-stream"},
+    )
+    assert binary.json() == {"throttle_time_ms": 0, "error_code": 0, "error": "NONE"}
+    served.clock.advance(1000)
+    as_json = await served.client.post(
+        PUSH_PATH,
+        json={
+            "client_instance_id": got["client_instance_id_kafka"],
+            "subscription_id": got["subscription_id"],
+            "compression_type": 4,
+            "metrics": base64.b64encode(FIXTURE.read_bytes()).decode(),
+            "terminating": True,
+        },
+        headers=HEADERS,
+    )
+    assert as_json.json()["error"] == "NONE"
+    assert [p.context.terminating for p in served.exporter.pushes] == [False, True]
+    assert served.exporter.pushes[0].context.client_source_address == "127.0.0.1"
+
+
+async def test_PD_7_a_throttled_answer_carries_retry_after(served: Served) -> None:
+    got = (await served.client.post(GET_PATH, json={})).json()
+    again = await served.client.post(GET_PATH, json={"client_instance_id": got["client_instance_id"]})
+    assert again.status_code == 200
+    assert again.json()["error"] == "THROTTLING_QUOTA_EXCEEDED"
+    assert again.json()["throttle_time_ms"] == 1000
+    assert again.headers["Retry-After"] == "1"
+
+
+BAD = "INVALID_REQUEST"
+OCTETS = {"Content-Type": "application/octet-stream"}
+FIVE = str(UUID(int=5))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "status", "error", "message"),
+    [
+        ({"content": b"{not json", "headers": {"Content-Type": "application/json"}}, 400, BAD, "not JSON"),
+        ({"json": [1, 2]}, 400, BAD, "JSON object"),
+        ({"json": {"client_instance_id": "nope"}}, 400, BAD, "is not a UUID"),
+        ({"json": {"client_instance_id": FIVE, "subscription_id": "7"}}, 400, BAD, "must be an integer"),
+        ({"json": {"client_instance_id": FIVE, "metrics": "***"}}, 400, BAD, "not base64"),
+        ({"json": {"client_instance_id": FIVE, "terminating": "yes"}}, 400, BAD, "true or false"),
+        (
+            {"content": b"x" * 100_000, "headers": OCTETS},
+            413,
+            "TELEMETRY_TOO_LARGE",
+            "Maximum request body size",
+        ),
+    ],
+)
+async def test_unreadable_requests_are_json_4xx_never_500(
+    served: Served, kwargs: dict[str, object], status: int, error: str, message: str
+) -> None:
+    response = await served.client.post(PUSH_PATH, **kwargs)  # type: ignore[arg-type]
+    assert response.status_code == status
+    body = response.json()
+    assert body["error"] == error
+    assert message in body["message"]
+
+
+async def test_protocol_errors_travel_in_the_body(served: Served) -> None:
+    zero = await served.client.post(
+        PUSH_PATH, json={"client_instance_id": str(UUID(int=0)), "metrics": "eA=="}
+    )
+    assert (zero.status_code, zero.json()["error"]) == (200, "INVALID_REQUEST")  # G-7
+
+
+async def test_health_and_readiness(served: Served) -> None:
+    assert (await served.client.get("/healthz")).json() == {"status": "ok"}
+    assert (await served.client.get("/readyz")).status_code == 200
+    served.health = Health(False, "last commit failed: disk full")
+    unready = await served.client.get("/readyz")
+    assert unready.status_code == 503
+    assert unready.json() == {"status": "unready", "detail": "last commit failed: disk full"}
+    assert (await served.client.get("/nope")).status_code == 404
