@@ -11,12 +11,11 @@ import pytest
 
 from exporters import InMemoryExporter
 from ingest.grpc_service import ClientTelemetryService
-from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
-from ingest.quotas import QuotaConfig, create_quota_managers
-from subscriptions import ClientMetricsManager, Errors, SubscriptionStore
+from subscriptions import Errors
 from tests.support.clock import FakeClock
+from tests.support.pipeline import kafka_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -33,15 +32,8 @@ METADATA = (
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[pb_grpc.ClientTelemetryStub, InMemoryExporter, FakeClock]]:
     clock = FakeClock()
-    store = SubscriptionStore()
-    store.update("kafka", {"metrics": "org.apache.kafka.", "interval.ms": 1000})
     exporter = InMemoryExporter()
-    pipeline = TelemetryPipeline(
-        ClientMetricsManager(store),
-        create_quota_managers(QuotaConfig(), clock),
-        exporter,
-        now_ms=clock.now_ms,
-    )
+    pipeline = kafka_pipeline(clock, exporter)
     server = grpc.aio.server()
     pb_grpc.add_ClientTelemetryServicer_to_server(ClientTelemetryService(pipeline), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")

@@ -13,10 +13,8 @@ from aiohttp.test_utils import TestServer
 
 from exporters import Health, InMemoryExporter
 from ingest.http_app import GET_PATH, PUSH_PATH, create_http_app, parse_instance_id
-from ingest.pipeline import TelemetryPipeline
-from ingest.quotas import QuotaConfig, create_quota_managers
-from subscriptions import ClientMetricsManager, SubscriptionStore
 from tests.support.clock import FakeClock
+from tests.support.pipeline import kafka_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -35,15 +33,8 @@ class Served:
 @pytest.fixture
 async def served() -> AsyncIterator[Served]:
     clock = FakeClock()
-    store = SubscriptionStore()
-    store.update("kafka", {"metrics": "org.apache.kafka.", "interval.ms": 1000})
     exporter = InMemoryExporter()
-    pipeline = TelemetryPipeline(
-        ClientMetricsManager(store),
-        create_quota_managers(QuotaConfig(), clock),
-        exporter,
-        now_ms=clock.now_ms,
-    )
+    pipeline = kafka_pipeline(clock, exporter)
     holder: list[Served] = []
     app = create_http_app(pipeline, ready=lambda: holder[0].health, max_body_bytes=64 * 1024)
     server = TestServer(app, host="127.0.0.1")

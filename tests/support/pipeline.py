@@ -1,0 +1,21 @@
+"""A push pipeline with the real core and quota engine, for transport tests."""
+
+from __future__ import annotations
+
+from exporters import Exporter
+from ingest.pipeline import TelemetryPipeline
+from ingest.quotas import QuotaConfig, create_quota_managers
+from subscriptions import ClientMetricsManager, SubscriptionStore
+from tests.support.clock import FakeClock
+
+
+def kafka_pipeline(clock: FakeClock, exporter: Exporter, interval_ms: int = 1000) -> TelemetryPipeline:
+    """Every Kafka client metric every ``interval_ms``, no quotas set, time from ``clock``."""
+    store = SubscriptionStore()
+    store.update("kafka", {"metrics": "org.apache.kafka.", "interval.ms": interval_ms})
+    return TelemetryPipeline(
+        ClientMetricsManager(store),
+        create_quota_managers(QuotaConfig(), clock),
+        exporter,
+        now_ms=clock.now_ms,
+    )
