@@ -11,7 +11,7 @@ HTTP/1.1 with TLS and client certificates from a plain ``ssl.SSLContext``.
   (``application/octet-stream``) with the other fields as query parameters; answers JSON
   ``{"throttle_time_ms", "error_code", "error"}``.
 - ``GET /healthz``: 200 while the process serves. ``GET /readyz``: 200 when the exporter is healthy,
-  else 503 with why.
+  else 503 with why. ``GET /metrics``: the Prometheus text format (``ingest.metrics``).
 
 Kafka's error codes travel in the JSON answers with HTTP 200 (``error`` names them); a throttle also
 comes as ``Retry-After`` in whole seconds (PD-7). A request that cannot be read at all is answered
@@ -36,6 +36,7 @@ from aiohttp import web
 from exporters import Health
 from ingest.errors import retry_after_seconds
 from ingest.identity import http_client_context
+from ingest.metrics import CONTENT_TYPE
 from ingest.pipeline import TelemetryPipeline
 from subscriptions import (
     ClientContext,
@@ -144,9 +145,14 @@ async def _push_request(request: web.Request) -> PushTelemetryRequest:
 
 
 def create_http_app(
-    pipeline: TelemetryPipeline, *, ready: Callable[[], Health], max_body_bytes: int = 4 * 1024 * 1024
+    pipeline: TelemetryPipeline,
+    *,
+    ready: Callable[[], Health],
+    metrics: Callable[[], bytes] | None = None,
+    max_body_bytes: int = 4 * 1024 * 1024,
 ) -> web.Application:
-    """The application; ``ready`` says whether the exporter can store pushes."""
+    """The application; ``ready`` says whether the exporter can store pushes, ``metrics`` renders
+    ``/metrics`` (``ingest.metrics.metrics_exposition``)."""
 
     async def get_subscriptions(request: web.Request) -> web.Response:
         body = await _json_body(request)
@@ -179,7 +185,13 @@ def create_http_app(
             {"status": "ready" if health.healthy else "unready", "detail": health.detail}, status=status
         )
 
+    async def prometheus(request: web.Request) -> web.Response:
+        assert metrics is not None
+        return web.Response(body=metrics(), headers={"Content-Type": CONTENT_TYPE})
+
     app = web.Application(client_max_size=max_body_bytes, middlewares=[_errors_as_json])
+    if metrics is not None:
+        app.add_routes([web.get("/metrics", prometheus)])
     app.add_routes(
         [
             web.post(GET_PATH, get_subscriptions),
