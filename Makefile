@@ -29,10 +29,9 @@ unit: setup
 
 test: lint typecheck unit
 
+# The sink on its embedded default (./data, ports 4317 and 4318); telemetry-sink.yaml if present.
 run: setup
-	@echo "make run starts the sink; it arrives with the ingest front end (issue 5)." >&2
-	@echo "Until then the subscription core is a library: see README.md and docs/." >&2
-	@exit 2
+	$(BIN)/telemetry-sink serve $(if $(wildcard telemetry-sink.yaml),--config telemetry-sink.yaml)
 
 bench: setup
 	$(BIN)/python benchmarks/subscriptions/bench.py

@@ -1,13 +1,16 @@
 """The ``telemetry-sink`` command line.
 
-Subcommands so far: ``maintain`` (compact, checkpoint and vacuum the bronze Delta tables). ``serve``,
-``rollup``, ``dashboard``, ``admin`` and ``loadgen`` arrive with the issues that build them.
+Subcommands so far: ``serve`` (run the sink) and ``maintain`` (compact, checkpoint and vacuum the
+bronze Delta tables). ``rollup``, ``dashboard``, ``admin`` and ``loadgen`` arrive with the issues that
+build them.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -17,6 +20,8 @@ from deltalake.exceptions import TableNotFoundError
 
 from exporters import list_shards, maintain
 from exporters.delta.maintenance import DEFAULT_RETENTION_HOURS
+from ingest.config import SinkConfig, SinkConfigError
+from ingest.server import serve
 
 __all__ = ["BRONZE_TABLES", "build_parser", "main"]
 
@@ -47,6 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve_cmd = commands.add_parser(
+        "serve",
+        help="run the sink: gRPC (4317) and HTTP (4318) on one event loop, landing in Delta",
+        description="Run the sink until SIGTERM or SIGINT. Without --config it uses the embedded "
+        "default (data root ./data, ports 4317 and 4318, a subscription to every Kafka client metric); "
+        "TELEMETRY_SINK_* environment variables override any setting (see ingest/config.py).",
+    )
+    serve_cmd.add_argument("--config", metavar="FILE", help="the YAML configuration file")
 
     maintain_cmd = commands.add_parser(
         "maintain",
@@ -123,12 +137,24 @@ def _tables_to_maintain(root: str, names: Sequence[str], extra: Sequence[str]) -
     return uris + list(extra)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = SinkConfig.load(args.config)
+    except SinkConfigError as exc:
+        print(f"telemetry-sink serve: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(config))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a subcommand; with none, print the help and exit 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "maintain":
         return _maintain(args)
+    if args.command == "serve":
+        return _serve(args)
     parser.print_help(sys.stderr)
     return 2
 

@@ -1,0 +1,102 @@
+"""``telemetry-sink serve`` as a real process: both ports, a librdkafka push landing in Delta, SIGTERM."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+import grpc
+import httpx
+import pytest
+from deltalake import DeltaTable
+
+from ingest.proto import client_telemetry_pb2 as pb
+from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
+from subscriptions import Errors
+
+pytestmark = pytest.mark.integration
+
+FIXTURE = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka" / "librdkafka-producer-push001-zstd.bin"
+)
+CONFIG = """\
+data_root: {root}
+replica_id: sink-test
+server:
+  host: 127.0.0.1
+  grpc_port: 0
+  http_port: 0
+  shutdown_grace_s: 5
+subscriptions:
+  kafka-client-metrics: {{metrics: "org.apache.kafka.", interval.ms: 30000}}
+"""
+BANNER = re.compile(r"serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), landing in (\S+)")
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[str]
+    grpc_port: int
+    http_port: int
+    table_uri: str
+
+
+@pytest.fixture
+def sink(tmp_path: Path) -> Iterator[Running]:
+    config = tmp_path / "telemetry-sink.yaml"
+    config.write_text(CONFIG.format(root=tmp_path / "data"))
+    command = [str(Path(sys.executable).with_name("telemetry-sink")), "serve", "--config", str(config)]
+    log = tmp_path / "serve.log"
+    with (
+        log.open("w") as stderr,
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True) as process,
+    ):
+        assert process.stdout is not None
+        match = BANNER.search(banner := process.stdout.readline())
+        try:
+            if match is None:
+                pytest.fail(f"no banner from serve: {banner!r}; log: {log.read_text()}")
+            yield Running(process, int(match[1]), int(match[2]), match[3])
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+
+def test_serve_answers_both_ports_lands_a_push_and_exits_0_on_sigterm(sink: Running) -> None:
+    ready = httpx.get(f"http://127.0.0.1:{sink.http_port}/readyz")
+    assert ready.status_code == 200
+    metadata = (("x-kafka-client-id", "rdkafka"), ("x-kafka-client-software-name", "librdkafka"))
+    with grpc.insecure_channel(f"127.0.0.1:{sink.grpc_port}") as channel:
+        stub = pb_grpc.ClientTelemetryStub(channel)  # type: ignore[no-untyped-call]
+        got = stub.GetTelemetrySubscriptions(pb.GetTelemetrySubscriptionsRequest(), metadata=metadata)
+        assert (got.error_code, got.push_interval_ms) == (Errors.NONE, 30000)
+        pushed = stub.PushTelemetry(
+            pb.PushTelemetryRequest(
+                client_instance_id=got.client_instance_id,
+                subscription_id=got.subscription_id,
+                compression_type=4,
+                metrics=FIXTURE.read_bytes(),
+            ),
+            metadata=metadata,
+        )
+        assert pushed.error_code == Errors.NONE
+    sink.process.send_signal(signal.SIGTERM)
+    assert sink.process.wait(timeout=60) == 0
+    rows = DeltaTable(sink.table_uri).to_pyarrow_table().to_pylist()
+    assert [row["client_instance_id"] for row in rows] == [str(UUID(bytes=got.client_instance_id))]
+    assert rows[0]["client_id"] == "rdkafka"
+
+
+def test_serve_rejects_a_bad_config_with_exit_2_and_says_why(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("server: {grpc_port: 70000}\n")
+    command = [str(Path(sys.executable).with_name("telemetry-sink")), "serve", "--config", str(config)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "server.grpc_port must be a port number" in done.stderr
