@@ -10,6 +10,11 @@ HTTP/1.1 with TLS and client certificates from a plain ``ssl.SSLContext``.
   "compression_type", "metrics": <base64>}``, or the raw ``metrics`` bytes
   (``application/octet-stream``) with the other fields as query parameters; answers JSON
   ``{"throttle_time_ms", "error_code", "error"}``.
+- ``POST /v1/metrics``: the OTLP/HTTP receiver. Bodies are ``application/x-protobuf`` or
+  ``application/json`` (OTLP JSON), optionally ``Content-Encoding: gzip``; answers in the request's
+  encoding: an ``ExportMetricsServiceResponse``, or on failure a ``google.rpc.Status`` with the status
+  from ``errors.OTLP_ANSWERS`` (429 or 503 with ``Retry-After`` when the client should send again). The
+  client instance comes from ``identity.otlp_instance_id``.
 - ``GET /healthz``: 200 while the process serves. ``GET /readyz``: 200 when the exporter is healthy,
   else 503 with why. ``GET /metrics``: the Prometheus text format (``ingest.metrics``).
 
@@ -28,29 +33,44 @@ import binascii
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Final
 from uuid import UUID
 
 from aiohttp import web
+from google.protobuf import json_format
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 
 from exporters import Health
-from ingest.errors import retry_after_seconds
-from ingest.identity import http_client_context
+from ingest.codec import PayloadError, decompress
+from ingest.errors import otlp_answer, retry_after_seconds
+from ingest.identity import INSTANCE_ID_HEADER, http_client_context, parse_instance_id
 from ingest.metrics import CONTENT_TYPE
-from ingest.pipeline import TelemetryPipeline
+from ingest.pipeline import OtlpOutcome, TelemetryPipeline
 from subscriptions import (
     ClientContext,
+    CompressionType,
     Errors,
     GetTelemetrySubscriptionsRequest,
     PushTelemetryRequest,
     kafka_uuid_string,
 )
 
-__all__ = ["GET_PATH", "PUSH_PATH", "create_http_app", "parse_instance_id"]
+__all__ = ["GET_PATH", "OTLP_METRICS_PATH", "PUSH_PATH", "SERVER_OPTIONS", "create_http_app"]
 
 log = logging.getLogger(__name__)
 
 GET_PATH: Final = "/v1/kip714/get-telemetry-subscriptions"
+OTLP_METRICS_PATH: Final = "/v1/metrics"
+SERVER_OPTIONS: Final[Mapping[str, Any]] = MappingProxyType({"auto_decompress": False})
+"""For the ``AppRunner`` serving the app: ``Content-Encoding`` is undone by the codec, whose output is
+capped (zip-bomb safe), never by aiohttp."""
+_PROTOBUF: Final = "application/x-protobuf"
+_CONTENT_ENCODINGS: Final = {"identity": CompressionType.NONE, "gzip": CompressionType.GZIP}
 PUSH_PATH: Final = "/v1/kip714/push-telemetry"
 _BINARY_TYPES: Final = frozenset({"application/octet-stream", "application/x-protobuf"})
 
@@ -59,21 +79,13 @@ class _BadRequestError(ValueError):
     pass
 
 
-def parse_instance_id(value: object) -> UUID | None:
-    """A UUID (dashes optional) or Kafka's base64 form; null or empty means none."""
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
+def _instance_id(value: object) -> UUID | None:
+    if value is not None and not isinstance(value, str):
         raise _BadRequestError("client_instance_id must be a string")
-    if len(value) == 22:
-        try:
-            return UUID(bytes=base64.urlsafe_b64decode(value + "=="))
-        except (binascii.Error, ValueError):
-            pass
     try:
-        return UUID(value)
-    except ValueError:
-        raise _BadRequestError(f"client_instance_id {value!r} is not a UUID") from None
+        return parse_instance_id(value)
+    except ValueError as exc:
+        raise _BadRequestError(str(exc)) from None
 
 
 def _json_error(status: int, error: Errors, message: str) -> web.Response:
@@ -121,7 +133,7 @@ async def _push_request(request: web.Request) -> PushTelemetryRequest:
             raise _BadRequestError(f"query parameters: {exc}") from exc
         terminating = query.get("terminating", "false").lower() in ("true", "1", "yes")
         return PushTelemetryRequest(
-            parse_instance_id(query.get("client_instance_id")),
+            _instance_id(query.get("client_instance_id")),
             subscription_id,
             terminating,
             compression,
@@ -136,7 +148,7 @@ async def _push_request(request: web.Request) -> PushTelemetryRequest:
     except binascii.Error as exc:
         raise _BadRequestError(f"metrics is not base64: {exc}") from exc
     return PushTelemetryRequest(
-        parse_instance_id(body.get("client_instance_id")),
+        _instance_id(body.get("client_instance_id")),
         _field(body, "subscription_id", int, 0),
         _field(body, "terminating", bool, False),
         _field(body, "compression_type", int, 0),
@@ -156,7 +168,7 @@ def create_http_app(
 
     async def get_subscriptions(request: web.Request) -> web.Response:
         body = await _json_body(request)
-        instance_id = parse_instance_id(body.get("client_instance_id"))
+        instance_id = _instance_id(body.get("client_instance_id"))
         r = await pipeline.get_subscriptions(GetTelemetrySubscriptionsRequest(instance_id), _client(request))
         return _answer(
             r.throttle_time_ms,
@@ -174,6 +186,33 @@ def create_http_app(
     async def push(request: web.Request) -> web.Response:
         r = await pipeline.push(await _push_request(request), _client(request))
         return _answer(r.throttle_time_ms, r.error_code)
+
+    async def otlp_metrics(request: web.Request) -> web.Response:
+        as_json = request.content_type == "application/json"
+        if not as_json and request.content_type != _PROTOBUF:
+            message = (
+                f"unsupported content type {request.content_type!r}: send {_PROTOBUF} or application/json"
+            )
+            return _json_error(415, Errors.INVALID_REQUEST, message)
+        encoding = request.headers.get("Content-Encoding", "identity").lower()
+        if encoding not in _CONTENT_ENCODINGS:
+            return _json_error(
+                415, Errors.UNSUPPORTED_COMPRESSION_TYPE, f"unsupported Content-Encoding {encoding!r}"
+            )
+        body, compression = await request.read(), _CONTENT_ENCODINGS[encoding]
+        if as_json:
+            try:
+                raw = decompress(body, compression, pipeline.max_decompressed_bytes)
+                body = json_format.Parse(raw, ExportMetricsServiceRequest()).SerializeToString()
+            except PayloadError as exc:
+                return _otlp_answer(OtlpOutcome(exc.error, 0, str(exc)), as_json)
+            except (json_format.ParseError, UnicodeDecodeError) as exc:
+                return _otlp_answer(OtlpOutcome(Errors.INVALID_RECORD, 0, f"not OTLP JSON: {exc}"), as_json)
+            compression = CompressionType.NONE
+        outcome = await pipeline.export_otlp(
+            body, compression, _client(request), request.headers.get(INSTANCE_ID_HEADER)
+        )
+        return _otlp_answer(outcome, as_json)
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -196,6 +235,7 @@ def create_http_app(
         [
             web.post(GET_PATH, get_subscriptions),
             web.post(PUSH_PATH, push),
+            web.post(OTLP_METRICS_PATH, otlp_metrics),
             web.get("/healthz", healthz),
             web.get("/readyz", readyz),
         ]
@@ -212,6 +252,28 @@ def _answer(throttle_ms: int, error_code: int, **fields: Any) -> web.Response:
     }
     headers = {"Retry-After": str(retry_after_seconds(throttle_ms))} if throttle_ms > 0 else None
     return web.json_response(body, headers=headers)
+
+
+def _otlp_answer(outcome: OtlpOutcome, as_json: bool) -> web.Response:
+    if outcome.error is Errors.NONE:
+        reply: Any = ExportMetricsServiceResponse()
+        status, headers = 200, None
+    else:
+        answer = otlp_answer(outcome.error)
+        reply = Status(code=answer.grpc_status.value[0], message=outcome.message)
+        status = answer.http_status
+        retry = answer.retryable and outcome.retry_after_ms > 0
+        headers = {"Retry-After": str(retry_after_seconds(outcome.retry_after_ms))} if retry else None
+    if as_json:
+        return web.Response(
+            text=json_format.MessageToJson(reply),
+            status=status,
+            headers=headers,
+            content_type="application/json",
+        )
+    return web.Response(
+        body=reply.SerializeToString(), status=status, headers=headers, content_type=_PROTOBUF
+    )
 
 
 @web.middleware

@@ -9,11 +9,19 @@
   are ``unknown`` when a client does not send them, as a Kafka broker records clients that send no
   ApiVersions info.
 - Source address and port: the connection's peer, the address written as Java writes it (TEL-6).
+- The client instance of an OTLP push (which has no GetTelemetrySubscriptions to assign one), in
+  order: the ``x-kafka-client-instance-id`` header; the resource attribute ``client_instance_id`` of
+  the first resource; else a stable UUID derived (UUIDv5) from the principal, client id, source address
+  and the resource's ``service.name`` and ``service.instance.id``. Ids are written as UUIDs or in
+  Kafka's 22-character base64 form.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -22,12 +30,16 @@ from subscriptions import ClientContext
 __all__ = [
     "ANONYMOUS",
     "CLIENT_ID_HEADER",
+    "INSTANCE_ID_ATTRIBUTE",
+    "INSTANCE_ID_HEADER",
     "SOFTWARE_NAME_HEADER",
     "SOFTWARE_VERSION_HEADER",
     "grpc_client_context",
     "http_client_context",
     "java_host_address",
+    "otlp_instance_id",
     "parse_grpc_peer",
+    "parse_instance_id",
     "principal_from_auth_context",
     "principal_from_peercert",
 ]
@@ -36,6 +48,9 @@ ANONYMOUS: Final = "User:ANONYMOUS"
 CLIENT_ID_HEADER: Final = "x-kafka-client-id"
 SOFTWARE_NAME_HEADER: Final = "x-kafka-client-software-name"
 SOFTWARE_VERSION_HEADER: Final = "x-kafka-client-software-version"
+INSTANCE_ID_HEADER: Final = "x-kafka-client-instance-id"
+INSTANCE_ID_ATTRIBUTE: Final = "client_instance_id"
+_OTLP_INSTANCE_NAMESPACE: Final = uuid.UUID("6f0c1f5e-2b1d-5c43-9a57-7d3e1b0a9c14")
 _SHORT_NAMES: Final = {
     "commonName": "CN",
     "organizationName": "O",
@@ -117,3 +132,41 @@ def http_client_context(
     address = java_host_address(str(peername[0])) if peername else None
     port = int(peername[1]) if peername and len(peername) > 1 else None
     return _context(lowered, address, port, principal_from_peercert(peercert))
+
+
+def parse_instance_id(value: str | None) -> uuid.UUID | None:
+    """A UUID (dashes optional) or Kafka's base64 form; None or empty means none; ValueError else."""
+    if not value:
+        return None
+    if len(value) == 22:
+        try:
+            return uuid.UUID(bytes=base64.urlsafe_b64decode(value + "=="))
+        except (binascii.Error, ValueError):
+            pass
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise ValueError(f"client_instance_id {value!r} is not a UUID") from None
+
+
+def otlp_instance_id(
+    header: str | None, resource_attributes: Mapping[str, str], client: ClientContext
+) -> uuid.UUID:
+    """The client instance of an OTLP push (see the module docstring); ValueError for a bad header."""
+    from_header = parse_instance_id(header)
+    if from_header is not None:
+        return from_header
+    try:
+        from_resource = parse_instance_id(resource_attributes.get(INSTANCE_ID_ATTRIBUTE))
+    except ValueError:
+        from_resource = None  # a foreign client's attribute: derive one instead of refusing the push
+    if from_resource is not None:
+        return from_resource
+    parts = (
+        client.principal,
+        client.client_id or "",
+        client.client_source_address or "",
+        resource_attributes.get("service.name", ""),
+        resource_attributes.get("service.instance.id", ""),
+    )
+    return uuid.uuid5(_OTLP_INSTANCE_NAMESPACE, "\0".join(parts))

@@ -7,8 +7,9 @@
 3. the exporter (by default the Delta landing exporter writing this replica's shard,
    ``<data_root>/telemetry_pushes/<replica_id>``);
 4. the pipeline;
-5. the gRPC server (``ClientTelemetry``) and the HTTP server (KIP-714 JSON, ``/healthz``,
-   ``/readyz``, ``/metrics``) on the same event loop, with TLS and mTLS from the config.
+5. the gRPC server (``ClientTelemetry`` and OTLP ``MetricsService``) and the HTTP server (KIP-714
+   JSON, OTLP ``/v1/metrics``, ``/healthz``, ``/readyz``, ``/metrics``) on the same event loop,
+   with TLS and mTLS from the config.
 
 Every 30 s idle client instances and quota sensors are expired.
 
@@ -34,8 +35,9 @@ from aiohttp import web
 from exporters import Exporter, load_exporter, shard_uri
 from ingest.config import SinkConfig
 from ingest.grpc_service import ClientTelemetryService
-from ingest.http_app import create_http_app
+from ingest.http_app import SERVER_OPTIONS, create_http_app
 from ingest.metrics import metrics_exposition
+from ingest.otlp_grpc import otlp_metrics_handler
 from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.quotas import SystemClock, create_quota_managers
@@ -85,6 +87,7 @@ class Sink:
         await self.exporter.start()
         self._grpc = grpc.aio.server()
         pb_grpc.add_ClientTelemetryServicer_to_server(ClientTelemetryService(self.pipeline), self._grpc)  # type: ignore[no-untyped-call]
+        self._grpc.add_generic_rpc_handlers((otlp_metrics_handler(self.pipeline),))
         address = f"{server.host}:{server.grpc_port}"
         if server.tls_cert_file and server.tls_key_file:
             pair = [(Path(server.tls_key_file).read_bytes(), Path(server.tls_cert_file).read_bytes())]
@@ -100,7 +103,7 @@ class Sink:
             metrics=metrics_exposition(self.manager, self.quotas, self.clock.now_ms),
             max_body_bytes=2 * self.config.client_metrics.telemetry_max_bytes + 65536,
         )
-        self._http = web.AppRunner(app, access_log=None)
+        self._http = web.AppRunner(app, access_log=None, **SERVER_OPTIONS)
         await self._http.setup()
         site = web.TCPSite(self._http, server.host, server.http_port, ssl_context=self._ssl_context())
         await site.start()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import gzip
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from uuid import UUID
@@ -10,10 +13,19 @@ from uuid import UUID
 import httpx
 import pytest
 from aiohttp.test_utils import TestServer
+from google.rpc.status_pb2 import Status
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+from opentelemetry.sdk.metrics.export import MetricExportResult
 
 from exporters import Health, InMemoryExporter
-from ingest.http_app import GET_PATH, PUSH_PATH, create_http_app, parse_instance_id
+from ingest.http_app import GET_PATH, OTLP_METRICS_PATH, PUSH_PATH, SERVER_OPTIONS, create_http_app
+from ingest.identity import parse_instance_id
+from ingest.pipeline import TelemetryPipeline
+from ingest.quotas import ClientQuotaEntity
 from tests.support.clock import FakeClock
+from tests.support.otlp import resource_payload, sdk_metrics
 from tests.support.pipeline import kafka_pipeline
 
 pytestmark = pytest.mark.integration
@@ -25,8 +37,10 @@ HEADERS = {"x-kafka-client-id": "rdkafka", "x-kafka-client-software-name": "libr
 
 
 class Served:
-    def __init__(self, client: httpx.AsyncClient, exporter: InMemoryExporter, clock: FakeClock) -> None:
-        self.client, self.exporter, self.clock = client, exporter, clock
+    def __init__(self, client: httpx.AsyncClient, pipeline: TelemetryPipeline, clock: FakeClock) -> None:
+        self.client, self.pipeline, self.clock = client, pipeline, clock
+        assert isinstance(pipeline.exporter, InMemoryExporter)
+        self.exporter = pipeline.exporter
         self.health = Health(True, "committed batch 3")
 
 
@@ -38,9 +52,9 @@ async def served() -> AsyncIterator[Served]:
     holder: list[Served] = []
     app = create_http_app(pipeline, ready=lambda: holder[0].health, max_body_bytes=64 * 1024)
     server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
+    await server.start_server(**SERVER_OPTIONS)
     async with httpx.AsyncClient(base_url=str(server.make_url(""))) as client:
-        holder.append(Served(client, exporter, clock))
+        holder.append(Served(client, pipeline, clock))
         yield holder[0]
     await server.close()
 
@@ -138,3 +152,81 @@ async def test_health_and_readiness(served: Served) -> None:
     assert unready.status_code == 503
     assert unready.json() == {"status": "unready", "detail": "last commit failed: disk full"}
     assert (await served.client.get("/nope")).status_code == 404
+
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+async def test_the_sdk_http_exporter_lands_gzip_protobuf(served: Served) -> None:
+    exporter = OTLPMetricExporter(
+        endpoint=str(served.client.base_url).rstrip("/") + OTLP_METRICS_PATH,
+        compression=Compression.Gzip,
+        headers={"x-kafka-client-id": "app-2"},
+    )
+    result = await asyncio.to_thread(exporter.export, sdk_metrics("billing"))
+    exporter.shutdown()
+    assert result is MetricExportResult.SUCCESS
+    [landed] = served.exporter.pushes
+    assert (landed.context.client_id, landed.context.compression_type) == ("app-2", 1)
+    resource = MetricsData.FromString(landed.payload).resource_metrics[0].resource
+    assert {"service.name": "billing"}.items() <= {
+        a.key: a.value.string_value for a in resource.attributes
+    }.items()
+
+
+async def test_otlp_json_is_accepted_and_answered_in_json(served: Served) -> None:
+    body = {
+        "resourceMetrics": [
+            {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "j"}}]}}
+        ]
+    }
+    response = await served.client.post(
+        OTLP_METRICS_PATH,
+        content=gzip.compress(json.dumps(body).encode()),
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
+    assert (response.status_code, response.json()) == (200, {})
+    [landed] = served.exporter.pushes
+    assert (
+        MetricsData.FromString(landed.payload).resource_metrics[0].resource.attributes[0].value.string_value
+        == "j"
+    )
+    bad = await served.client.post(
+        OTLP_METRICS_PATH, content=b"{oops", headers={"Content-Type": "application/json"}
+    )
+    assert bad.status_code == 400
+    assert "not OTLP JSON" in bad.json()["message"]
+
+
+async def test_QUO_14_an_over_quota_otlp_client_gets_429_with_retry_after(served: Served) -> None:
+    served.pipeline.quotas.alter(ClientQuotaEntity(None, "greedy"), "producer_byte_rate", 100)
+    headers = {**PROTOBUF, "x-kafka-client-id": "greedy"}
+    body = resource_payload(**{"service.name": "x" * 2000})
+    assert (await served.client.post(OTLP_METRICS_PATH, content=body, headers=headers)).status_code == 200
+    held = await served.client.post(OTLP_METRICS_PATH, content=body, headers=headers)
+    assert held.status_code == 429
+    assert int(held.headers["Retry-After"]) >= 1
+    assert Status.FromString(held.content).code == 8  # RESOURCE_EXHAUSTED
+    polite = await served.client.post(
+        OTLP_METRICS_PATH, content=body, headers={**PROTOBUF, "x-kafka-client-id": "p"}
+    )
+    assert polite.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "status"),
+    [
+        (b"\xff\xff", PROTOBUF, 400),
+        (b"x", {**PROTOBUF, "Content-Encoding": "gzip"}, 400),
+        (b"x", {**PROTOBUF, "Content-Encoding": "br"}, 415),
+        (b"x", {"Content-Type": "text/plain"}, 415),
+    ],
+)
+async def test_PD_12_bad_otlp_requests_are_4xx_and_the_server_keeps_serving(
+    served: Served, content: bytes, headers: dict[str, str], status: int
+) -> None:
+    response = await served.client.post(OTLP_METRICS_PATH, content=content, headers=headers)
+    assert response.status_code == status
+    assert "Retry-After" not in response.headers
+    ok = await served.client.post(OTLP_METRICS_PATH, content=resource_payload(), headers=PROTOBUF)
+    assert ok.status_code == 200

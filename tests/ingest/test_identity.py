@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import pytest
 
 from ingest.identity import (
     ANONYMOUS,
     grpc_client_context,
     http_client_context,
+    otlp_instance_id,
     parse_grpc_peer,
+    parse_instance_id,
     principal_from_auth_context,
     principal_from_peercert,
 )
+from subscriptions import ClientContext
 
 client_context = grpc_client_context
 
@@ -81,3 +86,21 @@ def test_http_identity_from_headers_socket_and_certificate() -> None:
     cert = {"subject": ((("organizationName", "Acme"),), (("commonName", "producer-7"),))}
     assert principal_from_peercert(cert) == "User:O=Acme,CN=producer-7"
     assert http_client_context({}, None).principal == ANONYMOUS
+
+
+def test_the_derived_instance_is_stable_and_differs_by_client() -> None:
+    a = ClientContext(client_id="a", client_source_address="10.0.0.1")
+    b = ClientContext(client_id="b", client_source_address="10.0.0.1")
+    attrs = {"service.name": "svc"}
+    assert otlp_instance_id(None, attrs, a) == otlp_instance_id(None, attrs, a)
+    assert otlp_instance_id(None, attrs, a) != otlp_instance_id(None, attrs, b)
+    assert isinstance(otlp_instance_id(None, {"client_instance_id": "junk"}, a), UUID)
+
+
+def test_instance_ids_are_read_as_uuids_or_kafka_base64() -> None:
+    value = UUID("3f2504e0-4f89-11d3-9a0c-0305e82c3301")
+    assert parse_instance_id(str(value)) == parse_instance_id(value.hex) == value
+    assert parse_instance_id("PyUE4E-JEdOaDAMF6CwzAQ") == value
+    assert parse_instance_id("") is None
+    with pytest.raises(ValueError, match="not a UUID"):
+        parse_instance_id("nope")

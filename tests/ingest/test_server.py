@@ -1,4 +1,5 @@
-"""``telemetry-sink serve`` as a real process: both ports, a librdkafka push landing in Delta, SIGTERM."""
+"""``telemetry-sink serve`` as a real process: both ports, a librdkafka push and an OTLP SDK push
+landing in Delta, SIGTERM."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ import grpc
 import httpx
 import pytest
 from deltalake import DeltaTable
+from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+from opentelemetry.sdk.metrics.export import MetricExportResult
 
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from subscriptions import Errors
+from tests.support.otlp import sdk_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -86,11 +90,16 @@ def test_serve_answers_both_ports_lands_a_push_and_exits_0_on_sigterm(sink: Runn
             metadata=metadata,
         )
         assert pushed.error_code == Errors.NONE
+    otlp = OTLPMetricExporter(endpoint=f"127.0.0.1:{sink.grpc_port}", insecure=True)
+    assert otlp.export(sdk_metrics("svc")) is MetricExportResult.SUCCESS
+    otlp.shutdown()
     sink.process.send_signal(signal.SIGTERM)
     assert sink.process.wait(timeout=60) == 0
     rows = DeltaTable(sink.table_uri).to_pyarrow_table().to_pylist()
-    assert [row["client_instance_id"] for row in rows] == [str(UUID(bytes=got.client_instance_id))]
-    assert rows[0]["client_id"] == "rdkafka"
+    kip714 = [row for row in rows if row["subscription_id"] != 0]
+    assert [row["client_instance_id"] for row in kip714] == [str(UUID(bytes=got.client_instance_id))]
+    assert kip714[0]["client_id"] == "rdkafka"
+    assert len(rows) == 2  # and the OTLP push
 
 
 def test_serve_rejects_a_bad_config_with_exit_2_and_says_why(tmp_path: Path) -> None:

@@ -13,6 +13,10 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     ResourceMetrics,
     ScopeMetrics,
 )
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import MetricsData as SdkMetricsData
+from opentelemetry.sdk.resources import Resource
 
 from exporters.base import PushContext, TelemetryPush
 from tests.support.clock import T0
@@ -64,3 +68,26 @@ def push(
     }
     fields.update(context)
     return TelemetryPush(PushContext(**fields), payload if payload is not None else metrics_data(value=n))  # type: ignore[arg-type]
+
+
+def sdk_metrics(service: str, **attributes: str) -> SdkMetricsData:
+    """Metrics as the OpenTelemetry SDK collects them: one counter, one resource."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(
+        resource=Resource.create({"service.name": service, **attributes}), metric_readers=[reader]
+    )
+    provider.get_meter("kafka-app").create_counter("org.apache.kafka.producer.record.send.total").add(7)
+    data = reader.get_metrics_data()
+    provider.shutdown()
+    assert data is not None
+    return data
+
+
+def resource_payload(**attributes: str) -> bytes:
+    """An empty MetricsData whose one resource carries ``attributes``."""
+    data = MetricsData()
+    resource = data.resource_metrics.add().resource
+    for key, value in attributes.items():
+        attribute = resource.attributes.add()
+        attribute.key, attribute.value.string_value = key, value
+    return data.SerializeToString()
