@@ -85,7 +85,10 @@ class Sink:
     async def start(self) -> None:
         server = self.config.server
         await self.exporter.start()
-        self._grpc = grpc.aio.server()
+        # gRPC's 4 MiB default would refuse a large OTLP batch before the codec's own cap could answer it
+        self._grpc = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", server.max_decompressed_bytes)]
+        )
         pb_grpc.add_ClientTelemetryServicer_to_server(ClientTelemetryService(self.pipeline), self._grpc)  # type: ignore[no-untyped-call]
         self._grpc.add_generic_rpc_handlers((otlp_metrics_handler(self.pipeline),))
         address = f"{server.host}:{server.grpc_port}"
