@@ -63,17 +63,8 @@ class ClientTelemetryService(pb_grpc.ClientTelemetryServicer):
         r = await self.pipeline.get_subscriptions(
             GetTelemetrySubscriptionsRequest(instance_id), self._client(context)
         )
-        return pb.GetTelemetrySubscriptionsResponse(
-            throttle_time_ms=r.throttle_time_ms,
-            error_code=r.error_code,
-            client_instance_id=encode_instance_id(r.client_instance_id),
-            subscription_id=r.subscription_id,
-            accepted_compression_types=list(r.accepted_compression_types),
-            push_interval_ms=r.push_interval_ms,
-            telemetry_max_bytes=r.telemetry_max_bytes,
-            delta_temporality=r.delta_temporality,
-            requested_metrics=list(r.requested_metrics),
-        )
+        fields = {**r._asdict(), "client_instance_id": encode_instance_id(r.client_instance_id)}
+        return pb.GetTelemetrySubscriptionsResponse(**fields)
 
     async def PushTelemetry(  # noqa: N802 - gRPC's method name
         self, request: pb.PushTelemetryRequest, context: Context

@@ -170,18 +170,11 @@ def create_http_app(
         body = await _json_body(request)
         instance_id = _instance_id(body.get("client_instance_id"))
         r = await pipeline.get_subscriptions(GetTelemetrySubscriptionsRequest(instance_id), _client(request))
-        return _answer(
-            r.throttle_time_ms,
-            r.error_code,
-            client_instance_id=str(r.client_instance_id),
-            client_instance_id_kafka=kafka_uuid_string(r.client_instance_id),
-            subscription_id=r.subscription_id,
-            accepted_compression_types=list(r.accepted_compression_types),
-            push_interval_ms=r.push_interval_ms,
-            telemetry_max_bytes=r.telemetry_max_bytes,
-            delta_temporality=r.delta_temporality,
-            requested_metrics=list(r.requested_metrics),
-        )
+        fields = r._asdict()
+        throttle_ms, error_code = fields.pop("throttle_time_ms"), fields.pop("error_code")
+        fields["client_instance_id"] = str(r.client_instance_id)
+        fields["client_instance_id_kafka"] = kafka_uuid_string(r.client_instance_id)
+        return _answer(throttle_ms, error_code, **fields)
 
     async def push(request: web.Request) -> web.Response:
         r = await pipeline.push(await _push_request(request), _client(request))
