@@ -41,6 +41,8 @@ class AdminResult(NamedTuple, Generic[T]):
     error: Errors
     message: str | None
     value: T | None = None
+    throttle_time_ms: int = 0
+    """The mutation-quota throttle (KIP-599) of a change; 0 for reads."""
 
 
 def _denied(operation: Operation) -> AdminResult[T]:

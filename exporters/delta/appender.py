@@ -54,6 +54,7 @@ class DeltaAppender:
         max_commit_retries: int = 100,
         stats_columns: Sequence[str] = (),
         compression: Compression = "SNAPPY",
+        table_configuration: Mapping[str, str] | None = None,
     ) -> None:
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
@@ -66,13 +67,13 @@ class DeltaAppender:
         self.backoff_ms = backoff_ms
         self.max_backoff_ms = max_backoff_ms
         self.max_commit_retries = max_commit_retries
-        self.configuration = dict(TABLE_CONFIGURATION)
+        self.configuration = {**TABLE_CONFIGURATION, **(table_configuration or {})}
         if stats_columns:
             self.configuration["delta.dataSkippingStatsColumns"] = ",".join(stats_columns)
         self.writer_properties = WriterProperties(compression=compression)
         self._table: DeltaTable | None = None
 
-    def _load(self) -> DeltaTable | None:
+    def load(self) -> DeltaTable | None:
         """The table at its latest version, or None if it does not exist yet."""
         if self._table is None:
             try:
@@ -85,7 +86,7 @@ class DeltaAppender:
 
     def committed_version(self) -> int:
         """The last ``txn`` version this app id committed, or -1."""
-        table = self._load()
+        table = self.load()
         if table is None:
             return -1
         version = table.transaction_version(self.app_id)

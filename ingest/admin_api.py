@@ -1,0 +1,293 @@
+"""The admin API over HTTP (JSON), on the sink's HTTP port under ``/admin/v1``; the operations are
+``ingest.admin``'s.
+
+| method and path | what |
+|---|---|
+| ``GET /admin/v1/subscriptions`` | every subscription with its properties |
+| ``GET /admin/v1/subscriptions/{name}`` | one subscription's properties (empty when unknown, as Kafka) |
+| ``PUT /admin/v1/subscriptions/{name}`` | create or replace: the body is the complete property set |
+| ``PATCH /admin/v1/subscriptions/{name}`` | set the given properties, delete those given as null |
+| ``DELETE /admin/v1/subscriptions/{name}`` | delete it |
+| ``GET /admin/v1/client-quotas`` | every configured quota |
+| ``POST /admin/v1/client-quotas/describe`` | DescribeClientQuotas: ``{"components": [...], "strict"}`` |
+| ``POST /admin/v1/client-quotas/alter`` | AlterClientQuotas: ``{"entries": [...], "validate_only"}`` |
+| ``GET /admin/v1/client-instances?limit=N`` | client instances this replica knows |
+| ``GET /admin/v1/client-instances/{id}`` | one of them (UUID or Kafka's base64 form) |
+| ``GET /admin/v1/config-log?since=OFFSET`` | the config log's changes after an offset |
+
+Changes take ``?validate_only=true``. Entities and filters have the shape of Kafka's requests:
+``{"entity_type": "user" | "client-id" | "ip", "entity_name": <name, or null for the default>}``;
+filter components ``{"entity_type", "match_type": 0 exact | 1 default | 2 any, "match"}``; quota
+operations ``{"key", "value"}`` (``"remove": true`` or a null value removes the key).
+
+Answers are JSON with ``error_code``, ``error`` (the Kafka error name) and ``message``, plus
+``throttle_time_ms`` on changes (with ``Retry-After`` when positive). The HTTP status follows
+``errors.ADMIN_HTTP_STATUS``, except that a refused request without a credential is 401 (with
+``WWW-Authenticate: Bearer``). AlterClientQuotas answers every entry on its own, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal, cast
+
+from aiohttp import web
+
+from ingest.admin import QuotaAlteration, SinkAdmin
+from ingest.config_log import ConfigRecord, EntityComponent, QuotaChange, SubscriptionChange, entity_parts
+from ingest.errors import admin_http_status, retry_after_seconds
+from ingest.identity import ANONYMOUS, parse_instance_id
+from ingest.quotas import DEFAULT, ClientQuotaEntity
+from subscriptions import AdminResult, ClientContext, Errors
+from subscriptions.model import PropertyValue
+
+__all__ = ["ADMIN_PREFIX", "admin_routes"]
+
+ADMIN_PREFIX: Final = "/admin/v1"
+_ENTITY_TYPES: Final = ("user", "client-id", "ip")
+_DEFAULT_LIMIT: Final = 1000
+
+
+class _BadRequestError(ValueError):
+    pass
+
+
+def _answer(
+    client: ClientContext, error: Errors, message: str | None = None, throttle_ms: int = 0, **fields: Any
+) -> web.Response:
+    body: dict[str, Any] = {"error_code": int(error), "error": error.name, "message": message, **fields}
+    headers: dict[str, str] = {}
+    status = admin_http_status(error)
+    if error is Errors.CLUSTER_AUTHORIZATION_FAILED and client.principal == ANONYMOUS:
+        status = 401
+        headers["WWW-Authenticate"] = 'Bearer realm="telemetry-sink admin"'
+    if throttle_ms > 0:
+        body["throttle_time_ms"] = throttle_ms
+        headers["Retry-After"] = str(retry_after_seconds(throttle_ms))
+    return web.json_response(body, status=status, headers=headers)
+
+
+def _result(client: ClientContext, result: AdminResult[Any], **fields: Any) -> web.Response:
+    return _answer(client, result.error, result.message, result.throttle_time_ms, **fields)
+
+
+async def _json(request: web.Request, default: Any) -> Any:
+    if not request.can_read_body:
+        return default
+    try:
+        return json.loads(await request.read() or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _BadRequestError(f"the body is not JSON: {exc}") from exc
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() in ("true", "1", "yes")
+
+
+def _properties(body: Any, *, nullable: bool) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise _BadRequestError("the body must be a JSON object of subscription properties")
+    for key, value in body.items():
+        ok = (
+            (isinstance(value, str | int) and not isinstance(value, bool))
+            or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+            or (value is None and nullable)
+        )
+        if not ok:
+            raise _BadRequestError(f"property {key!r}: a string, an integer or a list of strings")
+    return body
+
+
+def _entity(parts: Any) -> ClientQuotaEntity:
+    if not isinstance(parts, list):
+        raise _BadRequestError("entity must be a list of {entity_type, entity_name}")
+    names: dict[str, str] = {}
+    for part in parts:
+        if not isinstance(part, dict) or part.get("entity_type") not in _ENTITY_TYPES:
+            raise _BadRequestError(
+                f"entity parts are {{entity_type: {'|'.join(_ENTITY_TYPES)}, entity_name}}"
+            )
+        kind, name = part["entity_type"], part.get("entity_name")
+        if name is not None and not isinstance(name, str):
+            raise _BadRequestError("entity_name must be a string or null (the default entity)")
+        if kind in names:
+            raise _BadRequestError(f"Entity type {kind} cannot appear more than once")
+        names[kind] = DEFAULT if name is None else name
+    return ClientQuotaEntity(names.get("user"), names.get("client-id"), names.get("ip"))
+
+
+def _entity_json(parts: Mapping[str, str]) -> list[dict[str, str | None]]:
+    return [{"entity_type": t, "entity_name": None if n == DEFAULT else n} for t, n in parts.items()]
+
+
+def _alterations(body: Any) -> list[QuotaAlteration]:
+    if not isinstance(body, dict) or not isinstance(body.get("entries"), list):
+        raise _BadRequestError('the body must be {"entries": [{"entity": [...], "ops": [...]}]}')
+    alterations = []
+    for entry in body["entries"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("ops"), list):
+            raise _BadRequestError("each entry has an entity and a list of ops")
+        ops: list[tuple[str, float | None]] = []
+        for op in entry["ops"]:
+            if not isinstance(op, dict) or not isinstance(op.get("key"), str):
+                raise _BadRequestError('each op is {"key", "value"} or {"key", "remove": true}')
+            value = None if op.get("remove") else op.get("value")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise _BadRequestError(f"quota {op['key']!r}: the value must be a number")
+            ops.append((op["key"], None if value is None else float(value)))
+        alterations.append(QuotaAlteration(_entity(entry.get("entity")), ops))
+    return alterations
+
+
+def _components(body: Any) -> tuple[list[EntityComponent], bool]:
+    if body is None:
+        return [], False
+    if not isinstance(body, dict) or not isinstance(body.get("components", []), list):
+        raise _BadRequestError('the body must be {"components": [...], "strict": false}')
+    components = []
+    for c in body.get("components", []):
+        if not isinstance(c, dict) or not isinstance(c.get("match_type"), int):
+            raise _BadRequestError("each component is {entity_type, match_type, match}")
+        entity_type = cast(Literal["user", "client-id", "ip"], c.get("entity_type"))
+        components.append(EntityComponent(entity_type, c["match_type"], c.get("match")))
+    return components, bool(body.get("strict", False))
+
+
+def _record_json(record: ConfigRecord) -> dict[str, Any]:
+    change = record.change
+    common = {
+        "offset": record.version,
+        "principal": record.principal,
+        "replica_id": record.replica_id,
+        "written_ms": record.written_ms,
+    }
+    if isinstance(change, SubscriptionChange):
+        return {**common, "kind": "subscription", "name": change.name, "properties": dict(change.properties)}
+    assert isinstance(change, QuotaChange)
+    entity = _entity_json(entity_parts(change.entity))
+    return {**common, "kind": "client_quota", "entity": entity, "key": change.key, "value": change.value}
+
+
+def admin_routes(
+    admin: SinkAdmin, client_of: Callable[[web.Request], ClientContext]
+) -> Sequence[web.RouteDef]:
+    """The admin routes; ``client_of`` gives the authenticated client context of a request."""
+
+    def handler(
+        serve: Callable[[web.Request, ClientContext], Any],
+    ) -> Callable[[web.Request], Any]:
+        async def handle(request: web.Request) -> web.Response:
+            client = client_of(request)
+            try:
+                return cast(web.Response, await serve(request, client))
+            except _BadRequestError as exc:
+                return _answer(client, Errors.INVALID_REQUEST, str(exc))
+
+        return handle
+
+    async def list_subscriptions(request: web.Request, client: ClientContext) -> web.Response:
+        result = admin.list_subscriptions(client)
+        return _result(client, result, subscriptions=result.value, offset=admin.follower.image.version)
+
+    async def describe_subscription(request: web.Request, client: ClientContext) -> web.Response:
+        name = request.match_info["name"]
+        result = admin.describe_subscription(client, name)
+        return _result(client, result, name=name, properties=result.value)
+
+    async def put_subscription(request: web.Request, client: ClientContext) -> web.Response:
+        properties = cast(dict[str, PropertyValue], _properties(await _json(request, {}), nullable=False))
+        result = await admin.alter_subscription(
+            client, request.match_info["name"], properties, validate_only=_flag(request, "validate_only")
+        )
+        return _result(client, result, offset=result.value)
+
+    async def patch_subscription(request: web.Request, client: ClientContext) -> web.Response:
+        changes = _properties(await _json(request, {}), nullable=True)
+        result = await admin.update_subscription(
+            client, request.match_info["name"], changes, validate_only=_flag(request, "validate_only")
+        )
+        return _result(client, result, offset=result.value)
+
+    async def delete_subscription(request: web.Request, client: ClientContext) -> web.Response:
+        result = await admin.alter_subscription(
+            client, request.match_info["name"], {}, validate_only=_flag(request, "validate_only")
+        )
+        return _result(client, result, offset=result.value)
+
+    async def describe_quotas(request: web.Request, client: ClientContext) -> web.Response:
+        body = await _json(request, None) if request.method == "POST" else None
+        components, strict = _components(body)
+        result = admin.describe_client_quotas(client, components, strict=strict)
+        entries = [
+            {
+                "entity": _entity_json(parts),
+                "values": [{"key": k, "value": v} for k, v in sorted(values.items())],
+            }
+            for parts, values in result.value or []
+        ]
+        return _result(client, result, entries=entries)
+
+    async def alter_quotas(request: web.Request, client: ClientContext) -> web.Response:
+        body = await _json(request, None)
+        alterations = _alterations(body)
+        validate_only = bool(body.get("validate_only")) or _flag(request, "validate_only")
+        result = await admin.alter_client_quotas(client, alterations, validate_only=validate_only)
+        errors = {error for _, error, _ in result.entries}
+        denied = errors == {Errors.CLUSTER_AUTHORIZATION_FAILED}
+        overall = Errors.CLUSTER_AUTHORIZATION_FAILED if denied else Errors.NONE
+        entries = [
+            {
+                "entity": _entity_json(entity_parts(e)),
+                "error_code": int(error),
+                "error": error.name,
+                "error_message": message,
+            }
+            for e, error, message in result.entries
+        ]
+        return _answer(client, overall, None, result.throttle_time_ms, entries=entries)
+
+    async def list_instances(request: web.Request, client: ClientContext) -> web.Response:
+        try:
+            limit = int(request.query.get("limit", _DEFAULT_LIMIT))
+        except ValueError as exc:
+            raise _BadRequestError(f"limit: {exc}") from exc
+        result = admin.list_instances(client, max(0, limit))
+        return _result(client, result, instances=result.value, count=admin.manager.instance_count)
+
+    async def describe_instance(request: web.Request, client: ClientContext) -> web.Response:
+        try:
+            instance_id = parse_instance_id(request.match_info["instance_id"])
+        except ValueError as exc:
+            raise _BadRequestError(str(exc)) from exc
+        assert instance_id is not None
+        result = admin.describe_instance(client, instance_id)
+        if result.error is Errors.NONE and result.value is None:
+            message = f"no client instance {instance_id} on this replica"
+            return web.json_response(
+                {"error_code": None, "error": "NOT_FOUND", "message": message}, status=404
+            )
+        return _result(client, result, instance=result.value)
+
+    async def history(request: web.Request, client: ClientContext) -> web.Response:
+        try:
+            since = int(request.query.get("since", "-1"))
+        except ValueError as exc:
+            raise _BadRequestError(f"since: {exc}") from exc
+        result = await admin.history(client, since)
+        return _result(client, result, changes=[_record_json(r) for r in result.value or []])
+
+    p = ADMIN_PREFIX
+    return [
+        web.get(f"{p}/subscriptions", handler(list_subscriptions)),
+        web.get(f"{p}/subscriptions/{{name}}", handler(describe_subscription)),
+        web.put(f"{p}/subscriptions/{{name}}", handler(put_subscription)),
+        web.patch(f"{p}/subscriptions/{{name}}", handler(patch_subscription)),
+        web.delete(f"{p}/subscriptions/{{name}}", handler(delete_subscription)),
+        web.get(f"{p}/client-quotas", handler(describe_quotas)),
+        web.post(f"{p}/client-quotas/describe", handler(describe_quotas)),
+        web.post(f"{p}/client-quotas/alter", handler(alter_quotas)),
+        web.get(f"{p}/client-instances", handler(list_instances)),
+        web.get(f"{p}/client-instances/{{instance_id}}", handler(describe_instance)),
+        web.get(f"{p}/config-log", handler(history)),
+    ]

@@ -1,0 +1,64 @@
+"""``telemetry-sink serve`` as a real child process, with the ports it picked read from its banner."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BANNER = re.compile(r"serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), landing in (\S+)")
+BASE_CONFIG = """\
+data_root: {root}
+replica_id: {replica}
+server:
+  host: 127.0.0.1
+  grpc_port: 0
+  http_port: 0
+  shutdown_grace_s: 5
+"""
+CLI = str(Path(sys.executable).with_name("telemetry-sink"))
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[str]
+    grpc_port: int
+    http_port: int
+    table_uri: str
+    log: Path
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+
+@contextmanager
+def running_sink(
+    workdir: Path, data_root: Path, replica: str = "sink-test", extra: str = ""
+) -> Iterator[Running]:
+    """Start a sink with ``BASE_CONFIG`` plus ``extra`` YAML; kill it if the test leaves it running."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / f"{replica}.yaml"
+    config.write_text(BASE_CONFIG.format(root=data_root, replica=replica) + extra)
+    log = workdir / f"{replica}.log"
+    with (
+        log.open("w") as stderr,
+        subprocess.Popen(
+            [CLI, "serve", "--config", str(config)], stdout=subprocess.PIPE, stderr=stderr, text=True
+        ) as process,
+    ):
+        assert process.stdout is not None
+        match = BANNER.search(banner := process.stdout.readline())
+        try:
+            if match is None:
+                pytest.fail(f"no banner from serve: {banner!r}; log: {log.read_text()}")
+            yield Running(process, int(match[1]), int(match[2]), match[3], log)
+        finally:
+            if process.poll() is None:
+                process.kill()
