@@ -47,6 +47,7 @@ from subscriptions import (
     kafka_uuid_string,
 )
 from subscriptions.admin import Operation
+from subscriptions.gating import NEVER
 from subscriptions.instance import ClientInstance
 from subscriptions.model import PropertyValue
 
@@ -58,7 +59,6 @@ __all__ = [
     "instance_summary",
 ]
 
-_NEVER: Final = -1
 _UNSTORED: Final = "The change could not be written to the config log; retry"
 
 
@@ -103,8 +103,8 @@ def instance_summary(instance: ClientInstance) -> dict[str, Any]:
         "client_software_version": context.client_software_version,
         "client_source_address": context.client_source_address,
         "client_source_port": context.client_source_port,
-        "last_get_ms": None if instance.last_get_ms == _NEVER else instance.last_get_ms,
-        "last_push_ms": None if instance.last_push_ms == _NEVER else instance.last_push_ms,
+        "last_get_ms": None if instance.last_get_ms == NEVER else instance.last_get_ms,
+        "last_push_ms": None if instance.last_push_ms == NEVER else instance.last_push_ms,
         "last_error": Errors(instance.last_error).name,
         "terminating": instance.terminating,
     }
@@ -146,7 +146,8 @@ class SinkAdmin:
     ) -> AdminResult[int]:
         """Give ``name`` exactly ``properties`` (creating it; empty deletes it); value: the log offset."""
         checked = self.subscriptions.alter(client.principal, name, properties, validate_only=True)
-        if checked.error is not Errors.NONE or validate_only:
+        unchanged = not properties and self.follower.image.store.get(name) is None  # deleting nothing
+        if checked.error is not Errors.NONE or validate_only or unchanged:
             return checked._replace(value=self.follower.image.version)
         quota = self._mutation_quota(client)
         now = self.now_ms()

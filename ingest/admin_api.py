@@ -264,9 +264,8 @@ def admin_routes(
         result = admin.describe_instance(client, instance_id)
         if result.error is Errors.NONE and result.value is None:
             message = f"no client instance {instance_id} on this replica"
-            return web.json_response(
-                {"error_code": None, "error": "NOT_FOUND", "message": message}, status=404
-            )
+            body = {"error_code": int(Errors.INVALID_REQUEST), "error": "INVALID_REQUEST", "message": message}
+            return web.json_response(body, status=404)
         return _result(client, result, instance=result.value)
 
     async def history(request: web.Request, client: ClientContext) -> web.Response:

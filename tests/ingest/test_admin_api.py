@@ -274,3 +274,17 @@ async def test_the_config_log_history_lists_every_change_with_its_offset(api: Ad
     assert changes[1]["entity"] == user(None)
     later = (await api.call("GET", f"/config-log?since={changes[0]['offset']}")).json()["changes"]
     assert later == changes[1:]
+
+
+async def test_deleting_an_unknown_subscription_writes_nothing(api: Admin) -> None:
+    answer = await api.call("DELETE", "/subscriptions/never-made")
+    assert answer.status_code == 200
+    assert answer.json()["error"] == "NONE"
+    assert api.admin.follower.log.latest_version() == -1
+
+
+async def test_an_instance_never_seen_has_no_last_push(api: Admin) -> None:
+    await api.call("PUT", "/subscriptions/kafka", KAFKA)
+    response = api.admin.manager.process_get(GetTelemetrySubscriptionsRequest(None), ClientContext(), api.clock.now_ms())
+    described = await api.call("GET", f"/client-instances/{response.client_instance_id}")
+    assert described.json()["instance"]["last_push_ms"] is None

@@ -16,7 +16,7 @@ def test_TEL_23_alter_needs_alter_configs_on_the_cluster() -> None:
     denied = admin.alter("User:alice", "s", {"metrics": "a"})
     assert denied.error == Errors.CLUSTER_AUTHORIZATION_FAILED
     assert len(admin.store) == 0
-    assert admin.alter("User:admin", "s", {"metrics": "a"}) == (Errors.NONE, None, 1)
+    assert admin.alter("User:admin", "s", {"metrics": "a"}) == (Errors.NONE, None, 1, 0)
 
 
 def test_TEL_23_describe_and_list_need_describe_configs() -> None:
@@ -54,7 +54,7 @@ def test_TEL_23_validate_only_changes_nothing() -> None:
 def test_TEL_23_TEL_2_validate_only_still_checks_the_name() -> None:
     admin = ClientMetricsAdmin(SubscriptionStore())
     result = admin.alter("User:x", "", {}, validate_only=True)
-    assert result == (Errors.INVALID_REQUEST, "Subscription name can't be empty", None)
+    assert result == (Errors.INVALID_REQUEST, "Subscription name can't be empty", None, 0)
 
 
 def test_TEL_9_lone_surrogate_metric_is_accepted_as_kafka_does() -> None:
