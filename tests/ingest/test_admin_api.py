@@ -285,6 +285,8 @@ async def test_deleting_an_unknown_subscription_writes_nothing(api: Admin) -> No
 
 async def test_an_instance_never_seen_has_no_last_push(api: Admin) -> None:
     await api.call("PUT", "/subscriptions/kafka", KAFKA)
-    response = api.admin.manager.process_get(GetTelemetrySubscriptionsRequest(None), ClientContext(), api.clock.now_ms())
+    response = api.admin.manager.process_get(
+        GetTelemetrySubscriptionsRequest(None), ClientContext(), api.clock.now_ms()
+    )
     described = await api.call("GET", f"/client-instances/{response.client_instance_id}")
     assert described.json()["instance"]["last_push_ms"] is None
