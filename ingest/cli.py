@@ -1,17 +1,20 @@
 """The ``telemetry-sink`` command line.
 
-Subcommands so far: ``serve`` (run the sink) and ``maintain`` (compact, checkpoint and vacuum the
-bronze Delta tables). ``rollup``, ``dashboard``, ``admin`` and ``loadgen`` arrive with the issues that
-build them.
+Subcommands so far: ``serve`` (run the sink), ``maintain`` (compact, checkpoint and vacuum the
+bronze Delta tables), ``admin`` (subscriptions, client quotas, client instances and the config log
+through the admin API, ``ingest.admin_cli``) and ``loadgen`` (a simulated fleet of KIP-714 clients,
+``ingest.loadgen``). ``rollup`` and ``dashboard`` arrive with the issues that build them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -20,7 +23,18 @@ from deltalake.exceptions import TableNotFoundError
 
 from exporters import list_shards, maintain
 from exporters.delta.maintenance import DEFAULT_RETENTION_HOURS
+from ingest.admin_cli import add_admin_parser, run_admin
 from ingest.config import SinkConfig, SinkConfigError
+from ingest.loadgen import (
+    CLIENT_KINDS,
+    DEFAULT_GRPC_ADDRESS,
+    DEFAULT_HTTP_ADDRESS,
+    DEFAULT_OTLP_INTERVAL_MS,
+    LoadgenOptions,
+    Summary,
+    TargetUnreachableError,
+    run_loadgen,
+)
 from ingest.server import serve
 
 __all__ = ["BRONZE_TABLES", "build_parser", "main"]
@@ -95,7 +109,95 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="passed to delta-rs (e.g. AWS_REGION=eu-west-1); repeatable",
     )
+    add_admin_parser(commands)
+    _add_loadgen_parser(commands)
     return parser
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in CLIENT_KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"client kinds are {', '.join(CLIENT_KINDS)}, got {text!r}")
+    return kinds
+
+
+def _add_loadgen_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    loadgen = commands.add_parser(
+        "loadgen",
+        help="run a simulated fleet of KIP-714 clients against a sink and print a summary",
+        description="Simulate N Kafka clients in one process: each asks GetTelemetrySubscriptions, then "
+        "pushes librdkafka-shaped OTLP metrics (filtered to the subscription, compressed with the first "
+        "codec it accepts) at the returned interval, honours throttle times, re-Gets on "
+        "UNKNOWN_SUBSCRIPTION_ID, stops on the codes Kafka clients treat as fatal, and sends a "
+        "terminating push at the end. Exits 0 when at least one push was accepted, 1 when none was or "
+        "the target is unreachable. Ctrl-C ends the run early (terminating pushes and summary included).",
+    )
+    loadgen.add_argument(
+        "--clients", type=int, default=10, metavar="N", help="simulated clients (default: 10)"
+    )
+    loadgen.add_argument(
+        "--duration", type=float, default=20.0, metavar="S", help="seconds to run (default: 20)"
+    )
+    loadgen.add_argument(
+        "--target",
+        choices=("grpc", "http", "otlp"),
+        default="grpc",
+        help="grpc: the ClientTelemetry service; http: the KIP-714 JSON endpoints; otlp: OTLP gRPC "
+        "MetricsService/Export, no subscriptions (default: grpc)",
+    )
+    loadgen.add_argument(
+        "--grpc",
+        default=DEFAULT_GRPC_ADDRESS,
+        metavar="HOST:PORT",
+        help=f"gRPC address for the grpc and otlp targets (default: {DEFAULT_GRPC_ADDRESS})",
+    )
+    loadgen.add_argument(
+        "--http",
+        default=DEFAULT_HTTP_ADDRESS,
+        metavar="HOST:PORT",
+        help=f"HTTP address or URL for the http target (default: {DEFAULT_HTTP_ADDRESS})",
+    )
+    loadgen.add_argument(
+        "--seed", type=int, default=0, help="makes values and jitter repeatable (default: 0)"
+    )
+    loadgen.add_argument(
+        "--compression",
+        choices=("auto", "zstd", "lz4", "gzip", "snappy", "none"),
+        default="auto",
+        help="auto: the first type the subscription accepts (otlp: none); else always this one",
+    )
+    loadgen.add_argument(
+        "--interval-ms",
+        type=int,
+        metavar="MS",
+        help="push at this interval instead of the subscription's (faster pushes are answered "
+        f"THROTTLING_QUOTA_EXCEEDED); for otlp the export interval (default: {DEFAULT_OTLP_INTERVAL_MS})",
+    )
+    loadgen.add_argument(
+        "--kinds",
+        type=_kinds,
+        default=("producer", "consumer"),
+        metavar="KIND,...",
+        help="client kinds, assigned in turn (default: producer,consumer)",
+    )
+    loadgen.add_argument(
+        "--client-id-prefix", default="loadgen", help="client ids are <prefix>-<kind>-<n> (default: loadgen)"
+    )
+    loadgen.add_argument(
+        "--ramp-up", type=float, default=0.0, metavar="S", help="spread client starts over S seconds"
+    )
+    loadgen.add_argument(
+        "--connect-timeout", type=float, default=5.0, metavar="S", help="to reach the target (default: 5)"
+    )
+    loadgen.add_argument(
+        "--close-timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="longest wait for a throttle before the terminating push (default: 5)",
+    )
+    loadgen.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def _maintain(args: argparse.Namespace) -> int:
@@ -147,6 +249,48 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(serve(config))
 
 
+def _loadgen(args: argparse.Namespace) -> int:
+    options = LoadgenOptions(
+        clients=args.clients,
+        duration_s=args.duration,
+        target=args.target,
+        grpc_address=args.grpc,
+        http_address=args.http,
+        seed=args.seed,
+        compression=args.compression,
+        interval_ms=args.interval_ms,
+        kinds=args.kinds,
+        client_id_prefix=args.client_id_prefix,
+        ramp_up_s=args.ramp_up,
+        connect_timeout_s=args.connect_timeout,
+        close_timeout_s=args.close_timeout,
+    )
+    problems = options.validate()
+    if problems:
+        print(f"telemetry-sink loadgen: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+
+    async def run() -> Summary:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(RuntimeError, NotImplementedError):  # not the main thread, or no signals
+                loop.add_signal_handler(signum, stop.set)
+        return await run_loadgen(options, stop=stop)
+
+    try:
+        summary = asyncio.run(run())
+    except TargetUnreachableError as exc:
+        print(f"telemetry-sink loadgen: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary.as_dict()) if args.json else summary.render(), flush=True)
+    if summary.pushes_accepted == 0:
+        why = f" ({summary.first_transport_error})" if summary.first_transport_error else ""
+        print(f"telemetry-sink loadgen: no push was accepted{why}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a subcommand; with none, print the help and exit 2."""
     parser = build_parser()
@@ -155,6 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _maintain(args)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "admin":
+        return run_admin(args)
+    if args.command == "loadgen":
+        return _loadgen(args)
     parser.print_help(sys.stderr)
     return 2
 

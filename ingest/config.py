@@ -13,6 +13,18 @@ server:
   tls_client_ca_file: null      # client CA (PEM): mTLS, the principal comes from the certificate
   shutdown_grace_s: 30          # SIGTERM: stop accepting, finish in flight, flush, exit 0
   max_decompressed_bytes: 67108864   # per push, after decompression (zip-bomb cap)
+  max_concurrent_requests: 500  # KIP-714 + OTLP requests in flight, both ports (like queued.max.requests)
+  overload_retry_after_ms: 1000 # the wait asked of a request refused for being over that limit
+  max_hold_delay_ms: 10000      # a held KIP-714 request waits out its client's throttle up to this long
+  grpc_max_connections: null    # gRPC connection limits grpcio enforces (ingest.connections); null: none
+  grpc_max_concurrent_streams: null
+  grpc_max_connection_idle_ms: null
+  grpc_max_connection_age_ms: null
+  grpc_max_connection_age_grace_ms: null
+security:
+  tokens_file: null             # YAML {token: principal}: Authorization: Bearer <token> (ingest.security)
+  trusted_proxies: []           # CIDRs of fronting proxies whose x-forwarded-* headers are believed
+  super_users: []               # principals with every admin right (Kafka's super.users; "User:a;User:b")
 client_metrics:                 # Kafka's keys (subscriptions.config)
   telemetry.max.bytes: 1048576
 quotas:                         # Kafka's keys (ingest.quotas.config)
@@ -20,9 +32,19 @@ quotas:                         # Kafka's keys (ingest.quotas.config)
 exporter:
   name: delta                   # an exporter entry point or dotted path
   options: {}                   # its keyword arguments (the Delta table defaults to this replica's shard)
+  quota_sample_period_s: 30     # quota sensor snapshots into <data_root>/quota_samples/<replica>; 0: off
+admin:
+  strict_mutation_quota: true   # controller_mutation_rate refuses changes over it (false: throttles them)
+  config_log_poll_s: 2          # how often the config log (<data_root>/config_log) is read for changes
 subscriptions:                  # bootstrap subscriptions, as the admin API would set them
   kafka-client-metrics: {metrics: "org.apache.kafka.", interval.ms: 30000}
+client_quotas:                  # bootstrap client quotas, as AlterClientQuotas would set them
+  - entity: {user: null}        # null: the <default> entity; parts: user, client-id, ip
+    quotas: {producer_byte_rate: 1048576}
 ```
+
+Bootstrap subscriptions and quotas are applied at every start, then the config log on top of them
+(``docs/admin.md``).
 
 Every key can be overridden from the environment: ``TELEMETRY_SINK_<KEY>`` for top-level keys and
 ``TELEMETRY_SINK_<SECTION>__<KEY>`` inside a section, upper-cased, with ``.`` in Kafka's keys written
@@ -42,14 +64,21 @@ from typing import Any, Final
 import yaml
 
 from exporters import default_replica_id
+from ingest.admission import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OVERLOAD_RETRY_AFTER_MS
 from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
-from ingest.quotas import QuotaConfig, QuotaConfigError
+from ingest.connections import grpc_connection_options
+from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS
+from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
+from ingest.quotas.entities import validate_quota
+from ingest.security import Authenticator, is_principal, load_tokens, parse_networks
 from subscriptions import ClientMetricsConfig, ConfigError, SubscriptionError, SubscriptionStore
 
 __all__ = [
     "DEFAULT_SUBSCRIPTIONS",
     "ENV_PREFIX",
+    "AdminConfig",
     "ExporterConfig",
+    "SecurityConfig",
     "ServerConfig",
     "SinkConfig",
     "SinkConfigError",
@@ -60,8 +89,19 @@ DEFAULT_SUBSCRIPTIONS: Final[Mapping[str, Mapping[str, Any]]] = {
     # the embedded default: every Kafka client metric, every 30 s
     "kafka-client-metrics": {"metrics": "org.apache.kafka.", "interval.ms": 30_000},
 }
-_SECTIONS: Final = ("server", "client_metrics", "quotas", "exporter", "subscriptions", "storage_options")
-_TOP_LEVEL: Final = ("data_root", "replica_id", *_SECTIONS)
+_SECTIONS: Final = (
+    "server",
+    "security",
+    "client_metrics",
+    "quotas",
+    "exporter",
+    "admin",
+    "subscriptions",
+    "storage_options",
+)
+_TOP_LEVEL: Final = ("data_root", "replica_id", "client_quotas", *_SECTIONS)
+DEFAULT_QUOTA_SAMPLE_PERIOD_S: Final = 30.0
+_ENTITY_PARTS: Final = {"user": "user", "client-id": "client_id", "ip": "ip"}
 
 
 class SinkConfigError(ValueError):
@@ -82,9 +122,31 @@ class ServerConfig:
     tls_client_ca_file: str | None = None
     shutdown_grace_s: float = 30.0
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS
+    overload_retry_after_ms: int = DEFAULT_OVERLOAD_RETRY_AFTER_MS
+    max_hold_delay_ms: int = DEFAULT_MAX_HOLD_DELAY_MS
+    grpc_max_connections: int | None = None
+    grpc_max_concurrent_streams: int | None = None
+    grpc_max_connection_idle_ms: int | None = None
+    grpc_max_connection_age_ms: int | None = None
+    grpc_max_connection_age_grace_ms: int | None = None
+
+    def grpc_options(self) -> list[tuple[str, int]]:
+        """The gRPC server's connection limits as channel arguments; ValueError for a bad value."""
+        return grpc_connection_options(
+            max_connections=self.grpc_max_connections,
+            max_concurrent_streams=self.grpc_max_concurrent_streams,
+            max_connection_idle_ms=self.grpc_max_connection_idle_ms,
+            max_connection_age_ms=self.grpc_max_connection_age_ms,
+            max_connection_age_grace_ms=self.grpc_max_connection_age_grace_ms,
+        )
 
     def validate(self) -> list[str]:
         problems = []
+        try:
+            self.grpc_options()
+        except ValueError as exc:
+            problems.append(f"server: {exc}")
         for name in ("grpc_port", "http_port"):
             port = getattr(self, name)
             if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
@@ -101,15 +163,139 @@ class ServerConfig:
                 problems.append(f"server.{name}: no such file {path!r}")
         if not isinstance(self.shutdown_grace_s, int | float) or self.shutdown_grace_s < 0:
             problems.append("server.shutdown_grace_s must be a number of seconds >= 0")
-        if not isinstance(self.max_decompressed_bytes, int) or self.max_decompressed_bytes < 1:
-            problems.append("server.max_decompressed_bytes must be a positive integer")
+        for name in ("max_decompressed_bytes", "max_concurrent_requests", "overload_retry_after_ms"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                problems.append(f"server.{name} must be a positive integer, got {value!r}")
+        if not _is_int(self.max_hold_delay_ms) or self.max_hold_delay_ms < 0:
+            problems.append(
+                f"server.max_hold_delay_ms must be an integer >= 0, got {self.max_hold_delay_ms!r}"
+            )
         return problems
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityConfig:
+    """Who may say who they are: bearer tokens, trusted proxies, super users (``ingest.security``)."""
+
+    tokens_file: str | None = None
+    trusted_proxies: tuple[str, ...] = ()
+    super_users: tuple[str, ...] = ()
+
+    @classmethod
+    def from_mapping(cls, section: Mapping[str, Any]) -> tuple[SecurityConfig, list[str]]:
+        """The section as written (lists, or Kafka-style strings: CIDRs split at ``,``, principals
+        at ``;``) and the problems with its shape."""
+        problems = [f"unknown key 'security.{key}'" for key in section if key not in _SECURITY_KEYS]
+        lists: dict[str, tuple[str, ...]] = {}
+        for key, separator in (("trusted_proxies", ","), ("super_users", ";")):
+            value = section.get(key) or ()
+            if isinstance(value, str):
+                value = [part for part in value.split(separator) if part.strip()]
+            if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+                problems.append(f"security.{key} must be a list of strings")
+                value = ()
+            lists[key] = tuple(v.strip() for v in value)
+        tokens_file = section.get("tokens_file")
+        if tokens_file is not None and not isinstance(tokens_file, str):
+            problems.append("security.tokens_file must be a path")
+            tokens_file = None
+        return cls(tokens_file, lists["trusted_proxies"], lists["super_users"]), problems
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.tokens_file is not None:
+            try:
+                load_tokens(self.tokens_file)
+            except ValueError as exc:
+                problems += [f"security.tokens_file: {line}" for line in str(exc).splitlines()]
+        for cidr in self.trusted_proxies:
+            try:
+                parse_networks([cidr])
+            except ValueError:
+                problems.append(f"security.trusted_proxies: {cidr!r} is not an address or CIDR")
+        problems += [
+            f"security.super_users: {user!r} is not a principal like User:alice"
+            for user in self.super_users
+            if not is_principal(user)
+        ]
+        return problems
+
+    def authenticator(self) -> Authenticator:
+        return Authenticator(self.tokens_file, self.trusted_proxies)
+
+
+_SECURITY_KEYS: Final = frozenset(f.name for f in fields(SecurityConfig))
 
 
 @dataclass(frozen=True, slots=True)
 class ExporterConfig:
     name: str = "delta"
     options: Mapping[str, Any] = field(default_factory=dict)
+    quota_sample_period_s: float = DEFAULT_QUOTA_SAMPLE_PERIOD_S
+
+    def validate(self) -> list[str]:
+        period = self.quota_sample_period_s
+        if isinstance(period, bool) or not isinstance(period, int | float) or period < 0:
+            return [
+                f"exporter.quota_sample_period_s must be a number of seconds >= 0 (0: off), got {period!r}"
+            ]
+        return []
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    """The admin API and the config log (``ingest.admin``, ``ingest.config_log``)."""
+
+    strict_mutation_quota: bool = True
+    config_log_poll_s: float = 2.0
+
+    def validate(self) -> list[str]:
+        problems = []
+        strict: object = self.strict_mutation_quota  # as written in the file
+        if not isinstance(strict, bool):
+            problems.append("admin.strict_mutation_quota must be true or false")
+        poll = self.config_log_poll_s
+        if isinstance(poll, bool) or not isinstance(poll, int | float) or poll <= 0:
+            problems.append(f"admin.config_log_poll_s must be a positive number of seconds, got {poll!r}")
+        return problems
+
+
+def _client_quotas(value: Any) -> tuple[tuple[tuple[ClientQuotaEntity, str, float], ...], list[str]]:
+    """``client_quotas`` entries as (entity, key, value), each checked as AlterClientQuotas checks it."""
+    if not isinstance(value, list):
+        return (), ["client_quotas must be a list of {entity: {...}, quotas: {...}}"]
+    found: list[tuple[ClientQuotaEntity, str, float]] = []
+    problems = []
+    for i, entry in enumerate(value):
+        where = f"client_quotas[{i}]"
+        entity_parts = entry.get("entity") if isinstance(entry, dict) else None
+        quotas = entry.get("quotas") if isinstance(entry, dict) else None
+        if not isinstance(entity_parts, dict) or not isinstance(quotas, dict):
+            problems.append(
+                f"{where} must be {{entity: {{user|client-id|ip: name or null}}, quotas: {{...}}}}"
+            )
+            continue
+        unknown = [k for k in entity_parts if k not in _ENTITY_PARTS]
+        if unknown or not all(v is None or isinstance(v, str) for v in entity_parts.values()):
+            problems.append(f"{where}.entity: parts are user, client-id, ip with a name or null (default)")
+            continue
+        names = {_ENTITY_PARTS[k]: DEFAULT if v is None else v for k, v in entity_parts.items()}
+        entity = ClientQuotaEntity(**names)
+        for key, quota in quotas.items():
+            try:
+                if isinstance(quota, bool) or not isinstance(quota, int | float):
+                    raise QuotaEntityError(f"the value of {key} must be a number")
+                validate_quota(entity, str(key), float(quota))
+            except QuotaEntityError as exc:
+                problems.append(f"{where}: {exc}")
+                continue
+            found.append((entity, str(key), float(quota)))
+    return tuple(found), problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,12 +304,16 @@ class SinkConfig:
     replica_id: str = field(default_factory=default_replica_id)
     storage_options: Mapping[str, str] = field(default_factory=dict)
     server: ServerConfig = field(default_factory=ServerConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     client_metrics: ClientMetricsConfig = field(default_factory=ClientMetricsConfig)
     quotas: QuotaConfig = field(default_factory=QuotaConfig)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
     subscriptions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: dict(DEFAULT_SUBSCRIPTIONS)
     )
+    client_quotas: tuple[tuple[ClientQuotaEntity, str, float], ...] = ()
+    """Bootstrap quotas: (entity, key, value)."""
 
     @classmethod
     def default(cls) -> SinkConfig:
@@ -166,6 +356,8 @@ class SinkConfig:
         server_keys = {f.name for f in fields(ServerConfig)}
         problems += [f"unknown key 'server.{key}'" for key in sections["server"] if key not in server_keys]
         kwargs["server"] = ServerConfig(**{k: v for k, v in sections["server"].items() if k in server_keys})
+        kwargs["security"], security_problems = SecurityConfig.from_mapping(sections["security"])
+        problems += security_problems
         try:
             kwargs["client_metrics"] = ClientMetricsConfig.from_mapping(sections["client_metrics"])
         except ConfigError as exc:
@@ -175,10 +367,19 @@ class SinkConfig:
         except QuotaConfigError as exc:
             problems += [f"quotas: {p}" for p in exc.problems]
         exporter = sections["exporter"]
-        problems += [f"unknown key 'exporter.{key}'" for key in exporter if key not in ("name", "options")]
+        exporter_keys = ("name", "options", "quota_sample_period_s")
+        problems += [f"unknown key 'exporter.{key}'" for key in exporter if key not in exporter_keys]
         kwargs["exporter"] = ExporterConfig(
-            str(exporter.get("name", "delta")), dict(exporter.get("options") or {})
+            str(exporter.get("name", "delta")),
+            dict(exporter.get("options") or {}),
+            exporter.get("quota_sample_period_s", DEFAULT_QUOTA_SAMPLE_PERIOD_S),
         )
+        admin_keys = {f.name for f in fields(AdminConfig)}
+        problems += [f"unknown key 'admin.{key}'" for key in sections["admin"] if key not in admin_keys]
+        kwargs["admin"] = AdminConfig(**{k: v for k, v in sections["admin"].items() if k in admin_keys})
+        if "client_quotas" in document:
+            kwargs["client_quotas"], quota_problems = _client_quotas(document["client_quotas"])
+            problems += quota_problems
         kwargs["storage_options"] = {str(k): str(v) for k, v in sections["storage_options"].items()}
         if "subscriptions" in document:
             kwargs["subscriptions"] = sections["subscriptions"]
@@ -189,7 +390,12 @@ class SinkConfig:
         return config
 
     def validate(self) -> list[str]:
-        problems = self.server.validate()
+        problems = (
+            self.server.validate()
+            + self.security.validate()
+            + self.exporter.validate()
+            + self.admin.validate()
+        )
         store = SubscriptionStore.for_config(self.client_metrics)
         for name, properties in self.subscriptions.items():
             if not isinstance(properties, dict):

@@ -8,6 +8,13 @@
   gRPC ``RetryInfo``, HTTP ``Retry-After`` in whole seconds rounded up (PD-7); without it OTLP clients
   treat RESOURCE_EXHAUSTED as permanent.
 - The admin API (HTTP): ``ADMIN_HTTP_STATUS``.
+- An unknown bearer token (``security``), on every RPC: the request is not handled at all, and the
+  transport says so (gRPC UNAUTHENTICATED, HTTP 401 with ``WWW-Authenticate: Bearer`` and a JSON body
+  carrying Kafka's SASL_AUTHENTICATION_FAILED, 58: ``AUTHENTICATION_ANSWER``). Not a Kafka error in
+  an OK response: a Kafka client turns its telemetry off for good on a code it does not expect
+  (TEL-25), while a failed request makes it retry after five minutes, so a client recovers by itself
+  once its token is fixed. OTLP clients do not retry 401/UNAUTHENTICATED, which is right for a
+  credential that will not start working by itself.
 
 Which code a failure gets is decided by how clients react (PD-12): nothing transient is ever
 answered with a code that turns a client's telemetry off.
@@ -25,12 +32,18 @@ from subscriptions import Errors
 
 __all__ = [
     "ADMIN_HTTP_STATUS",
+    "AUTHENTICATION_ANSWER",
+    "AUTHENTICATION_FAILED",
     "OTLP_ANSWERS",
     "OtlpAnswer",
     "admin_http_status",
+    "error_name",
     "otlp_answer",
     "retry_after_seconds",
 ]
+
+AUTHENTICATION_FAILED: Final = 58
+"""Kafka's SASL_AUTHENTICATION_FAILED: the code an unknown bearer token is answered and counted with."""
 
 
 class OtlpAnswer(NamedTuple):
@@ -56,6 +69,9 @@ OTLP_ANSWERS: Final[Mapping[Errors, OtlpAnswer]] = MappingProxyType(
     }
 )
 
+AUTHENTICATION_ANSWER: Final = OtlpAnswer(grpc.StatusCode.UNAUTHENTICATED, 401, False)
+"""How an unknown bearer token is answered, on every RPC."""
+
 ADMIN_HTTP_STATUS: Final[Mapping[Errors, int]] = MappingProxyType(
     {
         Errors.NONE: 200,
@@ -75,6 +91,16 @@ def otlp_answer(error: Errors) -> OtlpAnswer:
 def admin_http_status(error: Errors) -> int:
     """The HTTP status of an admin answer (codes the admin API does not produce are 500)."""
     return ADMIN_HTTP_STATUS.get(error, 500)
+
+
+def error_name(code: int) -> str:
+    """The name of a Kafka error code this sink answers with (``UNKNOWN_<code>`` for any other)."""
+    if code == AUTHENTICATION_FAILED:
+        return "SASL_AUTHENTICATION_FAILED"
+    try:
+        return Errors(code).name
+    except ValueError:
+        return f"UNKNOWN_{code}"
 
 
 def retry_after_seconds(throttle_ms: int) -> int:

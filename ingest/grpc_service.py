@@ -1,21 +1,28 @@
 """The gRPC ``ClientTelemetry`` service: a thin transport over the pipeline.
 
 Decode (the 16-byte instance id), build the client context (``identity``), call the pipeline, encode.
-Kafka's error codes travel in the responses; the gRPC status is always OK (a bad instance id is
-INVALID_REQUEST in the response, as in Kafka).
+Kafka's error codes travel in the responses; the gRPC status is OK (a bad instance id is
+INVALID_REQUEST in the response, as in Kafka), except for an unknown bearer token: UNAUTHENTICATED,
+the request not handled (``errors``). Every request is counted and timed (``metrics``).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 from uuid import UUID
 
 import grpc
 import grpc.aio
 
+from ingest.errors import AUTHENTICATION_ANSWER, AUTHENTICATION_FAILED
 from ingest.identity import grpc_client_context
+from ingest.metrics import RequestObservation, Rpc
 from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
+from ingest.security import AuthenticationError
 from subscriptions import (
     ClientContext,
     Errors,
@@ -23,7 +30,7 @@ from subscriptions import (
     PushTelemetryRequest,
 )
 
-__all__ = ["ClientTelemetryService", "decode_instance_id", "encode_instance_id"]
+__all__ = ["ClientTelemetryService", "authenticated_client", "decode_instance_id", "encode_instance_id"]
 
 Context = grpc.aio.ServicerContext[object, object]
 
@@ -41,44 +48,65 @@ def encode_instance_id(instance_id: UUID) -> bytes:
     return instance_id.bytes
 
 
+@asynccontextmanager
+async def authenticated_client(
+    pipeline: TelemetryPipeline, context: grpc.aio.ServicerContext[Any, Any], rpc: Rpc
+) -> AsyncIterator[tuple[ClientContext, RequestObservation]]:
+    """Count and time one gRPC request and establish who sent it; an unknown bearer token aborts it
+    with UNAUTHENTICATED (the body of the ``async with`` does not run)."""
+    with pipeline.request_metrics.observe("grpc", rpc) as seen:
+        try:
+            client = grpc_client_context(
+                context.invocation_metadata() or (),
+                context.peer(),
+                context.auth_context(),
+                pipeline.authenticator,
+            )
+        except AuthenticationError as exc:
+            seen.code = AUTHENTICATION_FAILED
+            await context.abort(AUTHENTICATION_ANSWER.grpc_status, str(exc))
+        yield client, seen
+
+
 class ClientTelemetryService(pb_grpc.ClientTelemetryServicer):
     """GetTelemetrySubscriptions and PushTelemetry over gRPC."""
 
     def __init__(self, pipeline: TelemetryPipeline) -> None:
         self.pipeline = pipeline
 
-    @staticmethod
-    def _client(context: Context) -> ClientContext:
-        return grpc_client_context(
-            context.invocation_metadata() or (), context.peer(), context.auth_context()
-        )
-
     async def GetTelemetrySubscriptions(  # noqa: N802 - gRPC's method name
         self, request: pb.GetTelemetrySubscriptionsRequest, context: Context
     ) -> pb.GetTelemetrySubscriptionsResponse:
-        try:
-            instance_id = decode_instance_id(request.client_instance_id)
-        except ValueError:
-            return pb.GetTelemetrySubscriptionsResponse(error_code=Errors.INVALID_REQUEST)
-        r = await self.pipeline.get_subscriptions(
-            GetTelemetrySubscriptionsRequest(instance_id), self._client(context)
-        )
-        fields = {**r._asdict(), "client_instance_id": encode_instance_id(r.client_instance_id)}
-        return pb.GetTelemetrySubscriptionsResponse(**fields)
+        async with authenticated_client(self.pipeline, context, "GetTelemetrySubscriptions") as (
+            client,
+            seen,
+        ):
+            try:
+                instance_id = decode_instance_id(request.client_instance_id)
+            except ValueError:
+                seen.code = Errors.INVALID_REQUEST
+                return pb.GetTelemetrySubscriptionsResponse(error_code=Errors.INVALID_REQUEST)
+            r = await self.pipeline.get_subscriptions(GetTelemetrySubscriptionsRequest(instance_id), client)
+            seen.code = r.error_code
+            fields = {**r._asdict(), "client_instance_id": encode_instance_id(r.client_instance_id)}
+            return pb.GetTelemetrySubscriptionsResponse(**fields)
 
     async def PushTelemetry(  # noqa: N802 - gRPC's method name
         self, request: pb.PushTelemetryRequest, context: Context
     ) -> pb.PushTelemetryResponse:
-        try:
-            instance_id = decode_instance_id(request.client_instance_id)
-        except ValueError:
-            return pb.PushTelemetryResponse(error_code=Errors.INVALID_REQUEST)
-        push = PushTelemetryRequest(
-            instance_id,
-            request.subscription_id,
-            request.terminating,
-            request.compression_type,
-            request.metrics,
-        )
-        r = await self.pipeline.push(push, self._client(context))
-        return pb.PushTelemetryResponse(throttle_time_ms=r.throttle_time_ms, error_code=r.error_code)
+        async with authenticated_client(self.pipeline, context, "PushTelemetry") as (client, seen):
+            try:
+                instance_id = decode_instance_id(request.client_instance_id)
+            except ValueError:
+                seen.code = Errors.INVALID_REQUEST
+                return pb.PushTelemetryResponse(error_code=Errors.INVALID_REQUEST)
+            push = PushTelemetryRequest(
+                instance_id,
+                request.subscription_id,
+                request.terminating,
+                request.compression_type,
+                request.metrics,
+            )
+            r = await self.pipeline.push(push, client)
+            seen.code = r.error_code
+            return pb.PushTelemetryResponse(throttle_time_ms=r.throttle_time_ms, error_code=r.error_code)

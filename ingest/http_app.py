@@ -13,7 +13,8 @@ HTTP/1.1 with TLS and client certificates from a plain ``ssl.SSLContext``.
 - ``POST /v1/metrics``: the OTLP/HTTP receiver. Bodies are ``application/x-protobuf`` or
   ``application/json`` (OTLP JSON), optionally ``Content-Encoding: gzip``; answers in the request's
   encoding: an ``ExportMetricsServiceResponse``, or on failure a ``google.rpc.Status`` with the status
-  from ``errors.OTLP_ANSWERS`` (429 or 503 with ``Retry-After`` when the client should send again). The
+  from ``errors.OTLP_ANSWERS`` (429 or 503 with ``Retry-After`` when the client should send again); a
+  landed export whose invalid points were dropped carries ``partial_success`` (``otlp_points``). The
   client instance comes from ``identity.otlp_instance_id``.
 - ``GET /healthz``: 200 while the process serves. ``GET /readyz``: 200 when the exporter is healthy,
   else 503 with why. ``GET /metrics``: the Prometheus text format (``ingest.metrics``).
@@ -23,7 +24,11 @@ comes as ``Retry-After`` in whole seconds (PD-7). A request that cannot be read 
 400 with a JSON body carrying INVALID_REQUEST (413 and TELEMETRY_TOO_LARGE for a body over the
 limit), never a 500. Instance ids are
 accepted as a UUID (with or without dashes) or in Kafka's 22-character base64 form, and answered as a
-UUID. Who is asking comes from ``identity``.
+UUID. Who is asking comes from ``identity`` with the pipeline's ``Authenticator``; other handlers
+(the admin API) get it the same way with ``request_client(request)``, whose ``AuthenticationError``
+(an unknown bearer token) this app's middleware answers 401 with ``WWW-Authenticate: Bearer`` and a
+JSON body (a ``google.rpc.Status`` UNAUTHENTICATED on ``/v1/metrics``). Every RPC is counted and
+timed (``metrics.RequestMetrics``, transport ``http``).
 """
 
 from __future__ import annotations
@@ -40,17 +45,22 @@ from uuid import UUID
 from aiohttp import web
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-    ExportMetricsServiceResponse,
-)
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
 from exporters import Health
 from ingest.codec import PayloadError, decompress
-from ingest.errors import otlp_answer, retry_after_seconds
+from ingest.errors import (
+    AUTHENTICATION_ANSWER,
+    AUTHENTICATION_FAILED,
+    OtlpAnswer,
+    error_name,
+    otlp_answer,
+    retry_after_seconds,
+)
 from ingest.identity import INSTANCE_ID_HEADER, http_client_context, parse_instance_id
-from ingest.metrics import CONTENT_TYPE
+from ingest.metrics import CONTENT_TYPE, Rpc
 from ingest.pipeline import OtlpOutcome, TelemetryPipeline
+from ingest.security import AuthenticationError, Authenticator
 from subscriptions import (
     ClientContext,
     CompressionType,
@@ -60,7 +70,15 @@ from subscriptions import (
     kafka_uuid_string,
 )
 
-__all__ = ["GET_PATH", "OTLP_METRICS_PATH", "PUSH_PATH", "SERVER_OPTIONS", "create_http_app"]
+__all__ = [
+    "AUTHENTICATOR",
+    "GET_PATH",
+    "OTLP_METRICS_PATH",
+    "PUSH_PATH",
+    "SERVER_OPTIONS",
+    "create_http_app",
+    "request_client",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +91,14 @@ _PROTOBUF: Final = "application/x-protobuf"
 _CONTENT_ENCODINGS: Final = {"identity": CompressionType.NONE, "gzip": CompressionType.GZIP}
 PUSH_PATH: Final = "/v1/kip714/push-telemetry"
 _BINARY_TYPES: Final = frozenset({"application/octet-stream", "application/x-protobuf"})
+_RPCS: Final[Mapping[str, Rpc]] = MappingProxyType(
+    {GET_PATH: "GetTelemetrySubscriptions", PUSH_PATH: "PushTelemetry", OTLP_METRICS_PATH: "Export"}
+)
+AUTHENTICATOR: Final = web.AppKey("authenticator", Authenticator)
+"""Where the app keeps the ``Authenticator`` (``request.config_dict[AUTHENTICATOR]``, sub-apps too)."""
+_OUTCOME: Final = web.ResponseKey("outcome", int)
+"""The Kafka error code an answer carries, for the request counters."""
+_UNAUTHORIZED_HEADERS: Final = MappingProxyType({"WWW-Authenticate": 'Bearer error="invalid_token"'})
 
 
 class _BadRequestError(ValueError):
@@ -88,18 +114,25 @@ def _instance_id(value: object) -> UUID | None:
         raise _BadRequestError(str(exc)) from None
 
 
-def _json_error(status: int, error: Errors, message: str) -> web.Response:
-    return web.json_response(
-        {"error_code": int(error), "error": error.name, "message": message}, status=status
+def _json_error(
+    status: int, code: int, message: str, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    response = web.json_response(
+        {"error_code": code, "error": error_name(code), "message": message}, status=status, headers=headers
     )
+    response[_OUTCOME] = code
+    return response
 
 
-def _client(request: web.Request) -> ClientContext:
+def request_client(request: web.Request) -> ClientContext:
+    """Who sent ``request``: principal (bearer token, trusted proxy, client certificate), client id
+    and software from the headers, source address and port. Raises ``AuthenticationError`` for an
+    unknown bearer token, which this app's middleware answers 401."""
     transport = request.transport
     peername = transport.get_extra_info("peername") if transport else None
     ssl_object = transport.get_extra_info("ssl_object") if transport else None
     peercert = ssl_object.getpeercert() if ssl_object is not None else None
-    return http_client_context(dict(request.headers), peername, peercert)
+    return http_client_context(dict(request.headers), peername, peercert, request.config_dict[AUTHENTICATOR])
 
 
 def _field(body: Mapping[str, Any], name: str, kind: type, default: Any) -> Any:
@@ -169,7 +202,9 @@ def create_http_app(
     async def get_subscriptions(request: web.Request) -> web.Response:
         body = await _json_body(request)
         instance_id = _instance_id(body.get("client_instance_id"))
-        r = await pipeline.get_subscriptions(GetTelemetrySubscriptionsRequest(instance_id), _client(request))
+        r = await pipeline.get_subscriptions(
+            GetTelemetrySubscriptionsRequest(instance_id), request_client(request)
+        )
         fields = r._asdict()
         throttle_ms, error_code = fields.pop("throttle_time_ms"), fields.pop("error_code")
         fields["client_instance_id"] = str(r.client_instance_id)
@@ -177,7 +212,7 @@ def create_http_app(
         return _answer(throttle_ms, error_code, **fields)
 
     async def push(request: web.Request) -> web.Response:
-        r = await pipeline.push(await _push_request(request), _client(request))
+        r = await pipeline.push(await _push_request(request), request_client(request))
         return _answer(r.throttle_time_ms, r.error_code)
 
     async def otlp_metrics(request: web.Request) -> web.Response:
@@ -192,6 +227,10 @@ def create_http_app(
             return _json_error(
                 415, Errors.UNSUPPORTED_COMPRESSION_TYPE, f"unsupported Content-Encoding {encoding!r}"
             )
+        try:
+            client = request_client(request)
+        except AuthenticationError as exc:
+            return _otlp_reply(AUTHENTICATION_ANSWER, AUTHENTICATION_FAILED, str(exc), 0, as_json)
         body, compression = await request.read(), _CONTENT_ENCODINGS[encoding]
         if as_json:
             try:
@@ -203,7 +242,7 @@ def create_http_app(
                 return _otlp_answer(OtlpOutcome(Errors.INVALID_RECORD, 0, f"not OTLP JSON: {exc}"), as_json)
             compression = CompressionType.NONE
         outcome = await pipeline.export_otlp(
-            body, compression, _client(request), request.headers.get(INSTANCE_ID_HEADER)
+            body, compression, client, request.headers.get(INSTANCE_ID_HEADER)
         )
         return _otlp_answer(outcome, as_json)
 
@@ -221,7 +260,20 @@ def create_http_app(
         assert metrics is not None
         return web.Response(body=metrics(), headers={"Content-Type": CONTENT_TYPE})
 
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[_errors_as_json])
+    @web.middleware
+    async def observed(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        rpc = _RPCS.get(request.path)
+        if rpc is None:
+            return await handler(request)
+        with pipeline.request_metrics.observe("http", rpc) as seen:
+            response = await handler(request)
+            seen.code = response.get(_OUTCOME, Errors.UNKNOWN_SERVER_ERROR)
+            return response
+
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[observed, _errors_as_json])
+    app[AUTHENTICATOR] = pipeline.authenticator
     if metrics is not None:
         app.add_routes([web.get("/metrics", prometheus)])
     app.add_routes(
@@ -244,29 +296,47 @@ def _answer(throttle_ms: int, error_code: int, **fields: Any) -> web.Response:
         **fields,
     }
     headers = {"Retry-After": str(retry_after_seconds(throttle_ms))} if throttle_ms > 0 else None
-    return web.json_response(body, headers=headers)
+    response = web.json_response(body, headers=headers)
+    response[_OUTCOME] = error_code
+    return response
 
 
 def _otlp_answer(outcome: OtlpOutcome, as_json: bool) -> web.Response:
     if outcome.error is Errors.NONE:
-        reply: Any = ExportMetricsServiceResponse()
-        status, headers = 200, None
-    else:
-        answer = otlp_answer(outcome.error)
-        reply = Status(code=answer.grpc_status.value[0], message=outcome.message)
-        status = answer.http_status
-        retry = answer.retryable and outcome.retry_after_ms > 0
-        headers = {"Retry-After": str(retry_after_seconds(outcome.retry_after_ms))} if retry else None
+        return _otlp_response(outcome.export_response(), 200, None, outcome.error, as_json)
+    answer = otlp_answer(outcome.error)
+    return _otlp_reply(answer, outcome.error, outcome.message, outcome.retry_after_ms, as_json)
+
+
+def _otlp_reply(
+    answer: OtlpAnswer, code: int, message: str, retry_after_ms: int, as_json: bool
+) -> web.Response:
+    """A failed OTLP export: a ``google.rpc.Status`` with the answer's status and wait."""
+    reply = Status(code=answer.grpc_status.value[0], message=message)
+    headers: dict[str, str] = {}
+    if answer.retryable and retry_after_ms > 0:
+        headers["Retry-After"] = str(retry_after_seconds(retry_after_ms))
+    if answer is AUTHENTICATION_ANSWER:
+        headers.update(_UNAUTHORIZED_HEADERS)
+    return _otlp_response(reply, answer.http_status, headers, code, as_json)
+
+
+def _otlp_response(
+    reply: Any, status: int, headers: Mapping[str, str] | None, code: int, as_json: bool
+) -> web.Response:
     if as_json:
-        return web.Response(
+        response = web.Response(
             text=json_format.MessageToJson(reply),
             status=status,
             headers=headers,
             content_type="application/json",
         )
-    return web.Response(
-        body=reply.SerializeToString(), status=status, headers=headers, content_type=_PROTOBUF
-    )
+    else:
+        response = web.Response(
+            body=reply.SerializeToString(), status=status, headers=headers, content_type=_PROTOBUF
+        )
+    response[_OUTCOME] = code
+    return response
 
 
 @web.middleware
@@ -278,6 +348,8 @@ async def _errors_as_json(
         return await handler(request)
     except _BadRequestError as exc:
         return _json_error(400, Errors.INVALID_REQUEST, str(exc))
+    except AuthenticationError as exc:
+        return _json_error(401, AUTHENTICATION_FAILED, str(exc), _UNAUTHORIZED_HEADERS)
     except web.HTTPRequestEntityTooLarge as exc:
         # like a push over telemetry.max.bytes: the client retries at its next interval
         return _json_error(413, Errors.TELEMETRY_TOO_LARGE, exc.text or "the request body is too large")

@@ -1,14 +1,17 @@
 """Who is asking: the ``ClientContext`` of a request, from what the transport can vouch for.
 
-- Principal: the subject of the client's TLS certificate under mTLS (``User:<subject>``), else
-  ``User:ANONYMOUS``. A client can never choose its principal through a header. (Bearer tokens and
-  a trusted fronting proxy come with the rest of the front end.)
+- Principal: a bearer token's principal (``security.tokens_file``), else the subject of the client's
+  TLS certificate under mTLS (``User:<subject>``), else ``User:ANONYMOUS``. A client can never choose
+  its principal through a header; only a fronting proxy inside ``security.trusted_proxies`` is
+  believed (``x-forwarded-client-cert``, ``x-forwarded-for``). The rules are ``security``'s
+  ``Authenticator``; an unknown token raises its ``AuthenticationError``.
 - Client id, software name and version: request headers (gRPC metadata or HTTP headers), the
   equivalents of Kafka's request header and ApiVersions request: ``x-kafka-client-id``,
   ``x-kafka-client-software-name``, ``x-kafka-client-software-version``. Software name and version
   are ``unknown`` when a client does not send them, as a Kafka broker records clients that send no
   ApiVersions info.
-- Source address and port: the connection's peer, the address written as Java writes it (TEL-6).
+- Source address and port: the connection's peer (or what a trusted proxy forwards), the address
+  written as Java writes it (TEL-6).
 - The client instance of an OTLP push (which has no GetTelemetrySubscriptions to assign one), in
   order: the ``x-kafka-client-instance-id`` header; the resource attribute ``client_instance_id`` of
   the first resource; else a stable UUID derived (UUIDv5) from the principal, client id, source address
@@ -25,6 +28,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ingest.security import ANONYMOUS, Authenticator
 from subscriptions import ClientContext
 
 __all__ = [
@@ -32,6 +36,7 @@ __all__ = [
     "CLIENT_ID_HEADER",
     "INSTANCE_ID_ATTRIBUTE",
     "INSTANCE_ID_HEADER",
+    "OPEN",
     "SOFTWARE_NAME_HEADER",
     "SOFTWARE_VERSION_HEADER",
     "grpc_client_context",
@@ -44,7 +49,8 @@ __all__ = [
     "principal_from_peercert",
 ]
 
-ANONYMOUS: Final = "User:ANONYMOUS"
+OPEN: Final = Authenticator()
+"""No tokens file, no trusted proxy: the certificate's principal or ``User:ANONYMOUS``."""
 CLIENT_ID_HEADER: Final = "x-kafka-client-id"
 SOFTWARE_NAME_HEADER: Final = "x-kafka-client-software-name"
 SOFTWARE_VERSION_HEADER: Final = "x-kafka-client-software-version"
@@ -101,13 +107,18 @@ def principal_from_peercert(peercert: Mapping[str, Any] | None) -> str:
 
 
 def _context(
-    headers: Mapping[str, str], address: str | None, port: int | None, principal: str
+    headers: Mapping[str, str],
+    address: str | None,
+    port: int | None,
+    certificate_principal: str,
+    authenticator: Authenticator,
 ) -> ClientContext:
+    principal, address, port = authenticator.authenticate(headers, address, port, certificate_principal)
     return ClientContext(
         client_id=headers.get(CLIENT_ID_HEADER),
         client_software_name=headers.get(SOFTWARE_NAME_HEADER, "unknown"),
         client_software_version=headers.get(SOFTWARE_VERSION_HEADER, "unknown"),
-        client_source_address=address,
+        client_source_address=java_host_address(address) if address else None,
         client_source_port=port,
         principal=principal,
     )
@@ -117,21 +128,26 @@ def grpc_client_context(
     metadata: Iterable[tuple[str, str | bytes]],
     peer: str,
     auth_context: Mapping[str, Iterable[bytes]] | None = None,
+    authenticator: Authenticator = OPEN,
 ) -> ClientContext:
-    """The client context of one gRPC request."""
+    """The client context of one gRPC request; AuthenticationError for an unknown bearer token."""
     headers = {key.lower(): value.decode() if isinstance(value, bytes) else value for key, value in metadata}
     address, port = parse_grpc_peer(peer)
-    return _context(headers, address, port, principal_from_auth_context(auth_context or {}))
+    return _context(headers, address, port, principal_from_auth_context(auth_context or {}), authenticator)
 
 
 def http_client_context(
-    headers: Mapping[str, str], peername: tuple[Any, ...] | None, peercert: Mapping[str, Any] | None = None
+    headers: Mapping[str, str],
+    peername: tuple[Any, ...] | None,
+    peercert: Mapping[str, Any] | None = None,
+    authenticator: Authenticator = OPEN,
 ) -> ClientContext:
-    """The client context of one HTTP request (``peername`` as the socket reports it)."""
+    """The client context of one HTTP request (``peername`` as the socket reports it);
+    AuthenticationError for an unknown bearer token."""
     lowered = {key.lower(): value for key, value in headers.items()}
     address = java_host_address(str(peername[0])) if peername else None
     port = int(peername[1]) if peername and len(peername) > 1 else None
-    return _context(lowered, address, port, principal_from_peercert(peercert))
+    return _context(lowered, address, port, principal_from_peercert(peercert), authenticator)
 
 
 def parse_instance_id(value: str | None) -> uuid.UUID | None:

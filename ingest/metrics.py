@@ -6,24 +6,38 @@ the engines:
 - the subscription core's counters (``telemetry_sink_client_metrics_*``, TEL-24);
 - every quota-engine sensor as ``telemetry_sink_quota_<group>_<metric>`` gauges, Kafka's metric tags
   as labels (``client-id`` becomes ``client_id``): byte rates, request time, tokens, throttle times,
-  connection counts and accept rates, delay-queue sizes.
+  connection counts and accept rates, delay-queue sizes;
+- the front end's requests (``RequestMetrics``), by ``transport`` (``grpc``, ``http``) and ``rpc``
+  (``GetTelemetrySubscriptions``, ``PushTelemetry``, ``Export`` for OTLP's ``MetricsService/Export``):
+  ``telemetry_sink_requests_total`` by the answer's Kafka error ``code`` and ``error`` name (0/NONE
+  for a landed OTLP export; 58/SASL_AUTHENTICATION_FAILED for an unknown bearer token; -1 for a
+  failure of the sink's own), ``telemetry_sink_request_duration_seconds`` (a histogram, from the first
+  byte handled to the answer, waits for holds included), ``telemetry_sink_requests_in_flight`` and
+  ``telemetry_sink_requests_max_in_flight`` (admission control).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
-from typing import Final
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Final, Literal
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ingest.admission import Admission
+from ingest.errors import error_name
 from ingest.quotas import QuotaManagers
-from subscriptions import ClientMetricsManager
+from subscriptions import ClientMetricsManager, Errors
 
-__all__ = ["CONTENT_TYPE", "SinkCollector", "metrics_exposition"]
+__all__ = ["CONTENT_TYPE", "RequestMetrics", "RequestObservation", "SinkCollector", "metrics_exposition"]
+
+Transport = Literal["grpc", "http"]
+Rpc = Literal["GetTelemetrySubscriptions", "PushTelemetry", "Export"]
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 _NOT_NAME: Final = re.compile(r"[^a-zA-Z0-9_]")
@@ -53,24 +67,85 @@ class SinkCollector(Collector):
                 kind = CounterMetricFamily if sample.kind == "counter" else GaugeMetricFamily
                 family = families[name] = kind(name, sample.help, labels=labels)
             family.add_metric([sample.labels[k] for k in sorted(sample.labels)], sample.value)
+        # Kafka may tag one metric name differently (connection-accept-rate by listener and by ip):
+        # its family gets the union of the labels, empty where a sensor has no such tag
+        sensors: dict[str, list[tuple[dict[str, str], float]]] = {}
+        helps: dict[str, str] = {}
         for metric, value in self.quotas.values(self.now_ms()).items():
             if math.isnan(value):
                 continue  # an average with nothing recorded yet
             name = f"telemetry_sink_quota_{_name(metric.group)}_{_name(metric.name)}"
-            labels = [_name(key) for key, _ in metric.tags]
-            family = families.get(name)
-            if family is None:
-                family = families[name] = GaugeMetricFamily(
-                    name, f"Kafka quota sensor {metric.group}/{metric.name}", labels=labels
-                )
-            family.add_metric([value for _, value in metric.tags], value)
+            helps.setdefault(name, f"Kafka quota sensor {metric.group}/{metric.name}")
+            sensors.setdefault(name, []).append(({_name(k): v for k, v in metric.tags}, value))
+        for name, values in sensors.items():
+            labels = sorted({label for tags, _ in values for label in tags})
+            gauge = families[name] = GaugeMetricFamily(name, helps[name], labels=labels)
+            for tags, value in values:
+                gauge.add_metric([tags.get(label, "") for label in labels], value)
         yield from families.values()
 
 
+class RequestObservation:
+    """The answer of one request being observed: set ``code`` before leaving the ``with`` block (a
+    request that leaves by an exception without one counts as UNKNOWN_SERVER_ERROR)."""
+
+    __slots__ = ("code",)
+
+    def __init__(self) -> None:
+        self.code: int = Errors.UNKNOWN_SERVER_ERROR
+
+
+class RequestMetrics(Collector):
+    """Request counts by transport, RPC and error code; latency by transport and RPC; admission."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+        labels = ("transport", "rpc", "code", "error")
+        self._requests = Counter(
+            "telemetry_sink_requests",
+            "Requests answered, by the answer's Kafka error code",
+            labels,
+            registry=None,
+        )
+        self._duration = Histogram(
+            "telemetry_sink_request_duration_seconds",
+            "Time from taking a request to answering it",
+            ("transport", "rpc"),
+            registry=None,
+        )
+
+    @contextmanager
+    def observe(self, transport: Transport, rpc: Rpc) -> Iterator[RequestObservation]:
+        """Count and time one request: ``with metrics.observe("grpc", "PushTelemetry") as seen``."""
+        seen = RequestObservation()
+        started = time.perf_counter()
+        try:
+            yield seen
+        finally:
+            self._duration.labels(transport, rpc).observe(time.perf_counter() - started)
+            self._requests.labels(transport, rpc, str(seen.code), error_name(seen.code)).inc()
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self._requests.collect()
+        yield from self._duration.collect()
+        yield GaugeMetricFamily(
+            "telemetry_sink_requests_in_flight", "Requests being handled now", self.admission.in_flight
+        )
+        yield GaugeMetricFamily(
+            "telemetry_sink_requests_max_in_flight",
+            "server.max_concurrent_requests: more are answered with a retry delay",
+            self.admission.max_in_flight,
+        )
+
+
 def metrics_exposition(
-    manager: ClientMetricsManager, quotas: QuotaManagers, now_ms: Callable[[], int]
+    manager: ClientMetricsManager,
+    quotas: QuotaManagers,
+    requests: RequestMetrics,
+    now_ms: Callable[[], int],
 ) -> Callable[[], bytes]:
     """A function rendering the current ``/metrics`` page."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SinkCollector(manager, quotas, now_ms))
+    registry.register(requests)
     return lambda: generate_latest(registry)

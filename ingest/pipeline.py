@@ -1,10 +1,16 @@
 """The push path: the one place where the stages meet, in order.
 
-``get_subscriptions``: the subscription core (TEL-15), then the request-time quota.
-``push``: the byte-rate quota on the pushed bytes (``producer_byte_rate``), the subscription core's
-gates (TEL-16), payload decompression and validation (``codec``), the exporter (acknowledged only
-when durable), then the request-time quota. The response carries the largest throttle time of the
-gates and quotas (QUO-9, PD-7).
+Every request first takes an admission slot (``admission``: over ``server.max_concurrent_requests``
+it is answered at once with a retry delay, unrecorded). Who is asking (``ClientContext``) the
+transports establish with ``authenticator`` (``security``) before calling in.
+
+``get_subscriptions``: a held client waits out its hold (``holds``), then the subscription core
+(TEL-15), then the request-time quota.
+``push``: a held client waits out its hold, then the byte-rate quota on the pushed bytes
+(``producer_byte_rate``), the subscription core's gates (TEL-16), payload decompression and
+validation (``codec``), the exporter (acknowledged only when durable), then the request-time quota.
+The response carries the largest throttle time of the gates and quotas (QUO-9, PD-7); a quota
+throttle (byte rate or request time, not the gates' advice) also holds the client until it ends.
 
 What a failure is answered with follows how clients react (PD-12):
 
@@ -18,10 +24,12 @@ What a failure is answered with follows how clients react (PD-12):
 ``export_otlp``: the OTLP receivers' path, with no subscription gate (OTLP clients never ask for
 one). A client held by an earlier throttle is refused with the time left, unrecorded (``holds``);
 otherwise the byte-rate quota records the body, the codec decodes it, the client instance is resolved
-(``identity.otlp_instance_id``) and the exporter lands it; a positive throttle then holds the client.
-Its ``OtlpOutcome`` carries a Kafka error code that ``errors.OTLP_ANSWERS`` turns into the transport's
-status: an exporter RETRYABLE is UNKNOWN_SERVER_ERROR (UNAVAILABLE / 503, retried after
-``EXPORTER_RETRY_MS``).
+(``identity.otlp_instance_id``), points that break the OTLP data model are dropped (``otlp_points``:
+the rest land and the answer's ``partial_success`` counts them) and the exporter lands it; a positive
+quota throttle then holds the client. Its ``OtlpOutcome`` carries a Kafka error code that
+``errors.OTLP_ANSWERS`` turns into the transport's status: an exporter RETRYABLE or an overload is
+UNKNOWN_SERVER_ERROR (UNAVAILABLE / 503, retried after ``EXPORTER_RETRY_MS`` or
+``server.overload_retry_after_ms``).
 
 Transports build the ``ClientContext`` (who is asking) and map responses to their wire format; they
 contain no logic of their own.
@@ -32,10 +40,17 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Final, NamedTuple
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsPartialSuccess,
+    ExportMetricsServiceResponse,
+)
+
 from exporters import Exporter, ExportResult, PushContext, TelemetryPush
+from ingest.admission import Admission
 from ingest.codec import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     PayloadError,
@@ -43,9 +58,12 @@ from ingest.codec import (
     decompress,
     parse_metrics_data,
 )
-from ingest.holds import ClientHolds
-from ingest.identity import otlp_instance_id
-from ingest.quotas import QuotaManagers, QuotaType
+from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS, ClientHolds
+from ingest.identity import OPEN, otlp_instance_id
+from ingest.metrics import RequestMetrics
+from ingest.otlp_points import drop_invalid_points
+from ingest.quotas import Clock, QuotaManagers, QuotaType, SystemClock
+from ingest.security import Authenticator
 from subscriptions import (
     PUSH_ACCEPTED,
     AcceptedPush,
@@ -64,18 +82,37 @@ log = logging.getLogger(__name__)
 
 EXPORTER_RETRY_MS: Final = 1000
 """How long an OTLP client is asked to wait when the exporter could not land its push."""
+_ZERO_UUID: Final = uuid.UUID(int=0)
 
 
 class OtlpOutcome(NamedTuple):
-    """The answer to one OTLP export: a Kafka error code, the wait (retryable answers) and why."""
+    """The answer to one OTLP export: a Kafka error code, the wait (retryable answers) and why; a
+    landed export (NONE) with ``rejected_points`` or a ``message`` was a partial success."""
 
     error: Errors
     retry_after_ms: int = 0
     message: str = ""
+    rejected_points: int = 0
+
+    def export_response(self) -> ExportMetricsServiceResponse:
+        """The ``ExportMetricsServiceResponse`` of a landed export (``partial_success`` if any)."""
+        if not (self.rejected_points or self.message):
+            return ExportMetricsServiceResponse()
+        partial = ExportMetricsPartialSuccess(
+            rejected_data_points=self.rejected_points, error_message=self.message
+        )
+        return ExportMetricsServiceResponse(partial_success=partial)
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+def _throttled_get(throttle_ms: int) -> GetTelemetrySubscriptionsResponse:
+    """A Get answered without reaching the core (overload, hold): every other field at its default."""
+    return GetTelemetrySubscriptionsResponse(
+        throttle_ms, Errors.THROTTLING_QUOTA_EXCEEDED, _ZERO_UUID, 0, (), 0, 0, False, ()
+    )
+
+
+def _throttled_push(throttle_ms: int) -> PushTelemetryResponse:
+    return PushTelemetryResponse(throttle_ms, Errors.THROTTLING_QUOTA_EXCEEDED)
 
 
 class TelemetryPipeline:
@@ -87,43 +124,79 @@ class TelemetryPipeline:
         quotas: QuotaManagers,
         exporter: Exporter,
         *,
+        clock: Clock | None = None,
+        admission: Admission | None = None,
+        authenticator: Authenticator = OPEN,
         max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-        now_ms: Callable[[], int] = _wall_clock_ms,
+        max_hold_delay_ms: int = DEFAULT_MAX_HOLD_DELAY_MS,
         thread_time_ns: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.manager = manager
         self.quotas = quotas
         self.exporter = exporter
+        self.clock: Clock = clock or SystemClock()
+        self.admission = admission or Admission(2**31 - 1, EXPORTER_RETRY_MS)  # no practical limit
+        self.authenticator = authenticator
+        """The identity stage: transports build each request's ``ClientContext`` with it."""
         self.max_decompressed_bytes = max_decompressed_bytes
-        self._now_ms = now_ms
+        self.max_hold_delay_ms = max_hold_delay_ms
         self._thread_time_ns = thread_time_ns
         self.holds = ClientHolds()
+        self.request_metrics = RequestMetrics(self.admission)
 
     async def get_subscriptions(
         self, request: GetTelemetrySubscriptionsRequest, client: ClientContext
     ) -> GetTelemetrySubscriptionsResponse:
-        started = self._thread_time_ns()
-        now = self._now_ms()
-        response = self.manager.process_get(request, client, now)
-        throttle = self._request_time_throttle_ms(client, started, now)
-        return response._replace(throttle_time_ms=max(response.throttle_time_ms, throttle))
+        async with self._admitted(client) as refused_ms:
+            if refused_ms:
+                return _throttled_get(refused_ms)
+            started = self._thread_time_ns()
+            now = self.clock.now_ms()
+            response = self.manager.process_get(request, client, now)
+            throttle = self._request_time_throttle_ms(client, started, now)
+            self._hold(client, 0, throttle, now)
+            return response._replace(throttle_time_ms=max(response.throttle_time_ms, throttle))
 
     async def push(self, request: PushTelemetryRequest, client: ClientContext) -> PushTelemetryResponse:
-        started = self._thread_time_ns()
-        now = self._now_ms()
-        client_id = client.client_id or ""
-        size = len(request.metrics or b"")
-        byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
-            client.principal, client_id, size, now
-        )
-        outcome = self.manager.process_push(request, client, now)
-        if isinstance(outcome, AcceptedPush):
-            response = await self._land(outcome, now)
+        async with self._admitted(client) as refused_ms:
+            if refused_ms:
+                return _throttled_push(refused_ms)
+            started = self._thread_time_ns()
+            now = self.clock.now_ms()
+            size = len(request.metrics or b"")
+            byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
+                client.principal, client.client_id or "", size, now
+            )
+            outcome = self.manager.process_push(request, client, now)
+            if isinstance(outcome, AcceptedPush):
+                response = await self._land(outcome, now)
+            else:
+                response = outcome
+            request_throttle = self._request_time_throttle_ms(client, started, now)
+            self._hold(client, byte_throttle, request_throttle, now)
+            throttle = max(response.throttle_time_ms, byte_throttle, request_throttle)
+            return response._replace(throttle_time_ms=throttle)
+
+    @asynccontextmanager
+    async def _admitted(self, client: ClientContext) -> AsyncIterator[int]:
+        """A KIP-714 request's admission slot, then Kafka's mute for a held client (the request waits
+        out the hold): yields 0 once it may go ahead, else the throttle to refuse it with."""
+        with self.admission.slot() as admitted:
+            if not admitted:
+                yield self.admission.retry_after_ms
+                return
+            yield await self.holds.wait(
+                client.principal, client.client_id or "", self.clock, self.max_hold_delay_ms
+            )
+
+    def _hold(self, client: ClientContext, byte_throttle: int, request_throttle: int, now: int) -> None:
+        """Hold the client for its quota throttle, recorded by the manager with the larger one (ties go
+        to the request-time manager, QUO-9)."""
+        principal, client_id = client.principal, client.client_id or ""
+        if byte_throttle > request_throttle:
+            self.holds.hold(self.quotas.produce, principal, client_id, byte_throttle, now)
         else:
-            response = outcome
-        request_throttle = self._request_time_throttle_ms(client, started, now)
-        throttle = max(response.throttle_time_ms, byte_throttle, request_throttle)
-        return response._replace(throttle_time_ms=throttle)
+            self.holds.hold(self.quotas.request, principal, client_id, request_throttle, now)
 
     async def _land(self, accepted: AcceptedPush, now: int) -> PushTelemetryResponse:
         """Decompress, validate and export an accepted push; its answer per PD-12."""
@@ -145,31 +218,46 @@ class TelemetryPipeline:
     ) -> OtlpOutcome:
         """One OTLP export request (``body``: the request's protobuf bytes, compressed per Kafka's
         ``compression_type``); ``instance_header`` is the ``x-kafka-client-instance-id`` header."""
-        started = self._thread_time_ns()
-        now = self._now_ms()
-        principal, client_id = client.principal, client.client_id or ""
-        held_ms = self.holds.remaining_ms(principal, client_id, now)
-        if held_ms:
-            return OtlpOutcome(Errors.THROTTLING_QUOTA_EXCEEDED, held_ms, "over quota: retry after the delay")
-        byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
-            principal, client_id, len(body), now
-        )
-        outcome = await self._land_otlp(body, compression_type, client, instance_header, now)
-        request_throttle = self._request_time_throttle_ms(client, started, now)
-        if byte_throttle >= request_throttle:
-            self.holds.hold(self.quotas.produce, principal, client_id, byte_throttle, now)
-        else:
-            self.holds.hold(self.quotas.request, principal, client_id, request_throttle, now)
-        return outcome
+        with self.admission.slot() as admitted:
+            if not admitted:
+                return OtlpOutcome(
+                    Errors.UNKNOWN_SERVER_ERROR,
+                    self.admission.retry_after_ms,
+                    self.admission.overload_message,
+                )
+            started = self._thread_time_ns()
+            now = self.clock.now_ms()
+            principal, client_id = client.principal, client.client_id or ""
+            held_ms = self.holds.remaining_ms(principal, client_id, now)
+            if held_ms:
+                return OtlpOutcome(
+                    Errors.THROTTLING_QUOTA_EXCEEDED, held_ms, "over quota: retry after the delay"
+                )
+            byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
+                principal, client_id, len(body), now
+            )
+            outcome = await self._land_otlp(body, compression_type, client, instance_header, now)
+            request_throttle = self._request_time_throttle_ms(client, started, now)
+            self._hold(client, byte_throttle, request_throttle, now)
+            return outcome
 
     async def _land_otlp(
         self, body: bytes, compression_type: int, client: ClientContext, instance_header: str | None, now: int
     ) -> OtlpOutcome:
         try:
             payload = decompress(body, compression_type, self.max_decompressed_bytes)
-            resources = parse_metrics_data(payload).resource_metrics
+            data = parse_metrics_data(payload)
         except PayloadError as exc:
             return OtlpOutcome(exc.error, 0, str(exc))
+        rejected = drop_invalid_points(data)
+        if rejected:
+            partial = OtlpOutcome(Errors.NONE, 0, rejected.message, rejected.points)
+            if not any(s.metrics for r in data.resource_metrics for s in r.scope_metrics):
+                return partial  # nothing valid left to land
+            payload = data.SerializeToString()  # what lands is the valid part only
+        else:
+            partial = OtlpOutcome(Errors.NONE)
+        resources = data.resource_metrics
         attributes = (
             {
                 a.key: a.value.string_value
@@ -186,7 +274,7 @@ class TelemetryPipeline:
         context = self._push_context(client, instance_id, 0, now, compression_type, terminating=False)
         result = await self._export(TelemetryPush(context, payload))
         if result is ExportResult.SUCCESS:
-            return OtlpOutcome(Errors.NONE)
+            return partial
         if result is ExportResult.RETRYABLE:
             return OtlpOutcome(
                 Errors.UNKNOWN_SERVER_ERROR, EXPORTER_RETRY_MS, "the sink could not store the push"

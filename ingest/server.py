@@ -3,15 +3,19 @@
 ``Sink`` wires the pieces from a ``SinkConfig``:
 
 1. the subscription store (bootstrap subscriptions) and ``ClientMetricsManager``;
-2. the quota managers and their reapers;
-3. the exporter (by default the Delta landing exporter writing this replica's shard,
-   ``<data_root>/telemetry_pushes/<replica_id>``);
-4. the pipeline;
-5. the gRPC server (``ClientTelemetry`` and OTLP ``MetricsService``) and the HTTP server (KIP-714
-   JSON, OTLP ``/v1/metrics``, ``/healthz``, ``/readyz``, ``/metrics``) on the same event loop,
-   with TLS and mTLS from the config.
+2. the quota managers (bootstrap client quotas) and their reapers;
+3. the config log (``<data_root>/config_log``), replayed before serving and tailed every
+   ``admin.config_log_poll_s``, and the admin operations over it;
+4. the exporter (by default the Delta landing exporter writing this replica's shard,
+   ``<data_root>/telemetry_pushes/<replica_id>``) and the quota-sample recorder
+   (``<data_root>/quota_samples/<replica_id>``, every ``exporter.quota_sample_period_s``);
+5. the pipeline;
+6. the gRPC server (``ClientTelemetry`` and OTLP ``MetricsService``, with grpcio's connection limits)
+   and the HTTP server (KIP-714 JSON, OTLP ``/v1/metrics``, the admin API ``/admin/v1``,
+   ``/healthz``, ``/readyz``, ``/metrics``, every connection through the connection quotas) on the
+   same event loop, with TLS and mTLS from the config.
 
-Every 30 s idle client instances and quota sensors are expired.
+Every 30 s idle client instances and quota sensors are expired, and a changed tokens file is re-read.
 
 Shutdown (SIGTERM or SIGINT) stops accepting, lets requests in flight finish within
 ``server.shutdown_grace_s``, flushes the exporter (every acknowledged push is durable already; a
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
 import ssl
 from pathlib import Path
@@ -32,18 +37,23 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
-from exporters import Exporter, load_exporter, shard_uri
+from exporters import Exporter, QuotaSample, QuotaSampleRecorder, load_exporter, shard_uri
+from ingest.admin import SinkAdmin, SuperUserAuthorizer
+from ingest.admin_api import admin_routes
+from ingest.admission import Admission
 from ingest.config import SinkConfig
+from ingest.config_log import CONFIG_LOG_TABLE, ConfigImage, ConfigLog, ConfigLogFollower, QuotaChange
+from ingest.connections import QuotaGatedSite, register_http_listener
 from ingest.grpc_service import ClientTelemetryService
-from ingest.http_app import SERVER_OPTIONS, create_http_app
+from ingest.http_app import SERVER_OPTIONS, create_http_app, request_client
 from ingest.metrics import metrics_exposition
 from ingest.otlp_grpc import otlp_metrics_handler
 from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
-from ingest.quotas import SystemClock, create_quota_managers
+from ingest.quotas import QuotaManagers, SystemClock, create_quota_managers
 from subscriptions import ClientMetricsManager
 
-__all__ = ["EXPIRY_PERIOD_S", "Sink", "serve"]
+__all__ = ["EXPIRY_PERIOD_S", "Sink", "quota_samples", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -60,34 +70,83 @@ def _exporter(config: SinkConfig) -> Exporter:
     return load_exporter(config.exporter.name, options)
 
 
+def _quota_sample_recorder(config: SinkConfig) -> QuotaSampleRecorder | None:
+    period_s = config.exporter.quota_sample_period_s
+    if period_s <= 0:
+        return None
+    return QuotaSampleRecorder(
+        shard_uri(config.data_root, "quota_samples", config.replica_id),
+        storage_options=config.storage_options or None,
+        writer_id=config.replica_id,
+        period_ms=max(1, int(period_s * 1000)),
+    )
+
+
+def quota_samples(quotas: QuotaManagers, now_ms: int) -> list[QuotaSample]:
+    """Every quota sensor value now, as rows of ``quota_samples`` (averages with nothing yet left out)."""
+    return [
+        QuotaSample(metric.group, metric.name, metric.tags, value)
+        for metric, value in quotas.values(now_ms).items()
+        if not math.isnan(value)
+    ]
+
+
 class Sink:
     """The running service: start, then stop (gracefully) once."""
 
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
         self.clock = SystemClock()
-        self.manager = ClientMetricsManager(config.subscription_store(), config.client_metrics)
+        store = config.subscription_store()
+        self.manager = ClientMetricsManager(store, config.client_metrics)
         self.quotas = create_quota_managers(config.quotas, self.clock)
+        image = ConfigImage(store, self.quotas)
+        for entity, key, value in config.client_quotas:
+            image.apply(QuotaChange(entity, key, value))
+        config_log = ConfigLog(
+            f"{config.data_root.rstrip('/')}/{CONFIG_LOG_TABLE}",
+            replica_id=config.replica_id,
+            storage_options=config.storage_options,
+        )
+        self.config_log = ConfigLogFollower(config_log, image, config.admin.config_log_poll_s)
+        self.admin = SinkAdmin(
+            self.config_log,
+            self.manager,
+            self.quotas,
+            SuperUserAuthorizer(config.security.super_users),
+            self.clock.now_ms,
+            strict_mutation_quota=config.admin.strict_mutation_quota,
+        )
         self.exporter = _exporter(config)
+        self.quota_samples = _quota_sample_recorder(config)
         self.pipeline = TelemetryPipeline(
             self.manager,
             self.quotas,
             self.exporter,
+            clock=self.clock,
+            admission=Admission(config.server.max_concurrent_requests, config.server.overload_retry_after_ms),
+            authenticator=config.security.authenticator(),
             max_decompressed_bytes=config.server.max_decompressed_bytes,
-            now_ms=self.clock.now_ms,
+            max_hold_delay_ms=config.server.max_hold_delay_ms,
         )
         self.grpc_port = 0
         self.http_port = 0
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._sampling: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     async def start(self) -> None:
         server = self.config.server
+        await self.config_log.catch_up()  # serve with every change made so far
         await self.exporter.start()
         # gRPC's 4 MiB default would refuse a large OTLP batch before the codec's own cap could answer it
         self._grpc = grpc.aio.server(
-            options=[("grpc.max_receive_message_length", server.max_decompressed_bytes)]
+            options=[
+                ("grpc.max_receive_message_length", server.max_decompressed_bytes),
+                *server.grpc_options(),
+            ]
         )
         pb_grpc.add_ClientTelemetryServicer_to_server(ClientTelemetryService(self.pipeline), self._grpc)  # type: ignore[no-untyped-call]
         self._grpc.add_generic_rpc_handlers((otlp_metrics_handler(self.pipeline),))
@@ -103,18 +162,43 @@ class Sink:
         app = create_http_app(
             self.pipeline,
             ready=self.exporter.health,
-            metrics=metrics_exposition(self.manager, self.quotas, self.clock.now_ms),
+            metrics=metrics_exposition(
+                self.manager, self.quotas, self.pipeline.request_metrics, self.clock.now_ms
+            ),
             max_body_bytes=2 * self.config.client_metrics.telemetry_max_bytes + 65536,
         )
+        app.add_routes(admin_routes(self.admin, request_client))
         self._http = web.AppRunner(app, access_log=None, **SERVER_OPTIONS)
         await self._http.setup()
-        site = web.TCPSite(self._http, server.host, server.http_port, ssl_context=self._ssl_context())
+        # every HTTP connection passes the connection quotas (CONN-3) before aiohttp or TLS sees it
+        listener = register_http_listener(self.quotas.connections)
+        site = QuotaGatedSite(
+            self._http,
+            self.quotas.connections,
+            self.clock,
+            server.host,
+            server.http_port,
+            listener=listener,
+            ssl_context=self._ssl_context(),
+        )
         await site.start()
-        self.http_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.http_port = site.port
         self._tasks = [
             asyncio.create_task(self.quotas.run_reapers(self.clock), name="quota-reapers"),
             asyncio.create_task(self._expire_periodically(), name="expiry"),
+            asyncio.create_task(self.config_log.run(), name="config-log"),
         ]
+        if self.quota_samples is not None:
+            sample = self.quota_samples.run(self._quota_snapshot, self.clock.now_ms, self._until_stopping)
+            self._sampling = asyncio.create_task(sample, name="quota-samples")
+
+    def _quota_snapshot(self) -> list[QuotaSample]:
+        return quota_samples(self.quotas, self.clock.now_ms())
+
+    async def _until_stopping(self, seconds: float) -> None:
+        """The sampler's pause: ``seconds``, or less when the sink stops."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         server = self.config.server
@@ -133,18 +217,26 @@ class Sink:
             now = self.clock.now_ms()
             self.manager.expire(now)
             self.quotas.expire(now)
+            self.pipeline.authenticator.refresh_tokens()
 
     async def stop(self) -> None:
         """Stop accepting, finish requests in flight within the grace period, flush, close."""
         grace = self.config.server.shutdown_grace_s
+        self.pipeline.holds.release_all()  # held requests are handled now, not cut off at the grace period
         if self._grpc is not None:
             await self._grpc.stop(grace)
         if self._http is not None:
             await self._http.cleanup()
         await self.exporter.shutdown()
-        self.quotas.close()
+        self._stopping.set()
+        if self.quota_samples is not None and self._sampling is not None:
+            self.quota_samples.stop()
+            await self._sampling  # its snapshot in progress, then none
+            # the last snapshot, so the table ends where the sink did
+            await self.quota_samples.record(self._quota_snapshot(), self.clock.now_ms())
         for task in self._tasks:
             task.cancel()
+        self.quotas.close()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

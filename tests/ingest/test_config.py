@@ -9,6 +9,7 @@ import pytest
 
 import ingest.config as config_module
 from ingest.config import SinkConfig, SinkConfigError
+from ingest.quotas import DEFAULT, ClientQuotaEntity
 
 
 def test_defaults_are_the_embedded_default() -> None:
@@ -120,3 +121,129 @@ def test_mtls_needs_a_server_certificate(tmp_path: Path) -> None:
     ca.write_text("x")
     with pytest.raises(SinkConfigError, match=r"needs server\.tls_cert_file"):
         SinkConfig.from_document({"server": {"tls_client_ca_file": str(ca)}})
+
+
+def test_security_and_admission_defaults() -> None:
+    config = SinkConfig.load(env={})
+    assert (config.security.tokens_file, config.security.trusted_proxies, config.security.super_users) == (
+        None,
+        (),
+        (),
+    )
+    server = config.server
+    assert (server.max_concurrent_requests, server.overload_retry_after_ms, server.max_hold_delay_ms) == (
+        500,
+        1000,
+        10000,
+    )
+
+
+def test_the_security_section_from_a_file_and_the_environment(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text('"t0k3n": "User:alice"\n')
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"security: {{tokens_file: {tokens}, trusted_proxies: [10.0.0.0/8], super_users: [User:admin]}}\n"
+    )
+    config = SinkConfig.load(path, env={})
+    assert config.security.trusted_proxies == ("10.0.0.0/8",)
+    assert config.security.super_users == ("User:admin",)
+    assert config.security.authenticator().authenticate({"authorization": "Bearer t0k3n"}, None, None, "")[
+        0
+    ] == ("User:alice")
+    env = {  # Kafka's list forms: super.users split at ';', CIDRs at ','
+        "TELEMETRY_SINK_SECURITY__SUPER_USERS": "User:admin;User:ops",
+        "TELEMETRY_SINK_SECURITY__TRUSTED_PROXIES": "10.0.0.0/8, fd00::/8",
+        "TELEMETRY_SINK_SERVER__MAX_CONCURRENT_REQUESTS": "64",
+    }
+    config = SinkConfig.load(path, env=env)
+    assert config.security.super_users == ("User:admin", "User:ops")
+    assert config.security.trusted_proxies == ("10.0.0.0/8", "fd00::/8")
+    assert config.server.max_concurrent_requests == 64
+
+
+def test_security_and_admission_problems_are_reported_at_once(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text('"secret-token": alice\n')
+    document = {
+        "server": {"max_concurrent_requests": 0, "overload_retry_after_ms": True, "max_hold_delay_ms": -1},
+        "security": {
+            "tokens_file": str(tokens),
+            "trusted_proxies": ["10.0.0.0/33"],
+            "super_users": ["admin"],
+            "colour": "blue",
+        },
+    }
+    with pytest.raises(SinkConfigError) as info:
+        SinkConfig.from_document(document)
+    problems = "\n".join(info.value.problems)
+    for fragment in [
+        "server.max_concurrent_requests must be a positive integer",
+        "server.overload_retry_after_ms must be a positive integer",
+        "server.max_hold_delay_ms must be an integer >= 0",
+        "unknown key 'security.colour'",
+        "security.tokens_file: ",
+        "'alice' is not a principal",
+        "security.trusted_proxies: '10.0.0.0/33' is not an address or CIDR",
+        "security.super_users: 'admin' is not a principal",
+    ]:
+        assert fragment in problems, fragment
+    assert "secret-token" not in problems
+
+
+def test_admin_client_quotas_and_grpc_limits_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "admin: {strict_mutation_quota: false, config_log_poll_s: 0.5}\n"
+        "exporter: {quota_sample_period_s: 0}\n"
+        "server: {grpc_max_connections: 100, grpc_max_connection_age_ms: 60000}\n"
+        "client_quotas:\n"
+        "  - entity: {user: null}\n"
+        "    quotas: {producer_byte_rate: 1048576, request_percentage: 50}\n"
+        "  - entity: {user: alice, client-id: ingest}\n"
+        "    quotas: {producer_byte_rate: 4096}\n"
+    )
+    config = SinkConfig.load(path, env={"TELEMETRY_SINK_ADMIN__CONFIG_LOG_POLL_S": "0.25"})
+    assert (config.admin.strict_mutation_quota, config.admin.config_log_poll_s) == (False, 0.25)
+    assert config.exporter.quota_sample_period_s == 0
+    assert config.server.grpc_options() == [
+        ("grpc.max_allowed_incoming_connections", 100),
+        ("grpc.max_connection_age_ms", 60000),
+    ]
+    assert config.client_quotas == (
+        (ClientQuotaEntity(user=DEFAULT), "producer_byte_rate", 1048576.0),
+        (ClientQuotaEntity(user=DEFAULT), "request_percentage", 50.0),
+        (ClientQuotaEntity(user="alice", client_id="ingest"), "producer_byte_rate", 4096.0),
+    )
+
+
+def test_quo_2_bootstrap_quotas_are_checked_like_alter_client_quotas(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "admin: {config_log_poll_s: 0, strict_mutation_quota: maybe, colour: blue}\n"
+        "exporter: {quota_sample_period_s: -1}\n"
+        "server: {grpc_max_connections: 0}\n"
+        "client_quotas:\n"
+        "  - entity: {user: alice}\n"
+        "    quotas: {producer_byte_rate: -5, connection_creation_rate: 3, tokens: 1}\n"
+        "  - entity: {topic: t}\n"
+        "    quotas: {producer_byte_rate: 1}\n"
+        "  - just a string\n"
+    )
+    with pytest.raises(SinkConfigError) as raised:
+        SinkConfig.load(path, env={})
+    text = "\n".join(raised.value.problems)
+    for expected in [
+        "admin.config_log_poll_s",
+        "admin.strict_mutation_quota",
+        "unknown key 'admin.colour'",
+        "exporter.quota_sample_period_s",
+        "server: ",
+        "client_quotas[0]: ",
+        "Invalid configuration key connection_creation_rate",
+        "Invalid configuration key tokens",
+        "client_quotas[1].entity",
+        "client_quotas[2] must be",
+    ]:
+        assert expected in text, expected
+    assert len([p for p in raised.value.problems if p.startswith("client_quotas[0]")]) == 3

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from ingest.holds import ClientHolds
 from ingest.quotas import QuotaConfig, create_quota_managers
-from tests.support.clock import FakeClock
+from tests.support.clock import T0, FakeClock
 
 
 def test_QUO_14_a_held_client_is_held_until_its_throttle_ends() -> None:
@@ -37,4 +39,59 @@ def test_a_zero_throttle_holds_nobody() -> None:
     clock = FakeClock()
     holds = ClientHolds()
     holds.hold(create_quota_managers(QuotaConfig(), clock).produce, "User:a", "c", 0, clock.now_ms())
+    assert len(holds) == 0
+
+
+class SteppedClock(FakeClock):
+    """A fake clock whose waits last until their event is set or the test sets ``stepped``, which
+    jumps time to the end of the wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stepped = asyncio.Event()
+
+    async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> bool:
+        either = [asyncio.create_task(e.wait()) for e in (event, self.stepped)]
+        _, pending = await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        self.stepped.clear()
+        return await super().wait(event, timeout_ms)
+
+
+async def test_QUO_14_a_held_request_waits_once_per_client_and_within_the_cap() -> None:
+    clock = SteppedClock()
+    holds = ClientHolds()
+    holds.hold(create_quota_managers(QuotaConfig(), clock).produce, "User:a", "c", 800, clock.now_ms())
+    assert await holds.wait("User:a", "other", clock, 1000) == 0  # not held: no wait at all
+    assert await holds.wait("User:a", "c", clock, 799) == 800  # longer than the cap: refused at once
+    waiting = asyncio.create_task(holds.wait("User:a", "c", clock, 1000))
+    await asyncio.sleep(0)
+    assert await holds.wait("User:a", "c", clock, 1000) == 800  # a second request of a muted client
+    clock.stepped.set()
+    assert await waiting == 0
+    assert clock.now_ms() == T0 + 800
+
+
+async def test_QUO_14_the_reaper_ending_the_throttle_lets_the_waiting_request_go_at_once() -> None:
+    clock = FakeClock()
+    quotas = create_quota_managers(QuotaConfig(), clock)
+    holds = ClientHolds()
+    holds.hold(quotas.produce, "User:a", "c", 5000, clock.now_ms())
+    waiting = asyncio.create_task(holds.wait("User:a", "c", SteppedClock(), 10_000))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    assert quotas.produce.throttle_queue.reap(clock.now_ms() + 5000) == 1
+    assert await waiting == 0
+
+
+async def test_QUO_14_shutdown_ends_every_hold_so_waiting_requests_finish_in_the_grace_period() -> None:
+    clock = FakeClock()
+    holds = ClientHolds()
+    holds.hold(create_quota_managers(QuotaConfig(), clock).produce, "User:a", "c", 5000, clock.now_ms())
+    waiting = asyncio.create_task(holds.wait("User:a", "c", SteppedClock(), 10_000))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    holds.release_all()
+    assert await waiting == 0
     assert len(holds) == 0

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import grpc.aio
 import httpx
 import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporters import Health, InMemoryExporter
-from ingest.http_app import GET_PATH, PUSH_PATH, create_http_app
+from ingest.connections import register_http_listener
+from ingest.http_app import GET_PATH, OTLP_METRICS_PATH, PUSH_PATH, create_http_app
 from ingest.metrics import metrics_exposition
+from ingest.proto import client_telemetry_pb2 as pb
 from ingest.quotas import ClientQuotaEntity
+from ingest.security import Authenticator
+from subscriptions import Errors
 from tests.support.clock import FakeClock
-from tests.support.otlp import metrics_data
+from tests.support.otlp import metrics_data, resource_payload
 from tests.support.pipeline import kafka_pipeline
+from tests.support.servers import serve_both
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +33,7 @@ async def test_TEL_24_a_scrape_shows_requests_errors_instances_and_quota_sensors
     app = create_http_app(
         pipeline,
         ready=lambda: Health(True),
-        metrics=metrics_exposition(pipeline.manager, pipeline.quotas, clock.now_ms),
+        metrics=metrics_exposition(pipeline.manager, pipeline.quotas, pipeline.request_metrics, clock.now_ms),
     )
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
@@ -66,3 +74,86 @@ async def test_TEL_24_a_scrape_shows_requests_errors_instances_and_quota_sensors
     byte_rate = samples["telemetry_sink_quota_produce_byte_rate", (("client_id", "rdkafka"), ("user", ""))]
     assert byte_rate == pytest.approx(len(payload) / 10)  # one push over the padded 10 s window
     assert samples["telemetry_sink_quota_produce_queue_size", ()] == 0
+
+
+async def test_every_rpc_on_both_ports_is_counted_by_error_code_and_timed(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text('"good": "User:alice"\n')
+    clock = FakeClock()
+    pipeline = kafka_pipeline(clock, InMemoryExporter(), authenticator=Authenticator(str(tokens)))
+    async with serve_both(pipeline) as endpoints:
+        got = await endpoints.stub.GetTelemetrySubscriptions(pb.GetTelemetrySubscriptionsRequest())
+        await endpoints.stub.GetTelemetrySubscriptions(
+            pb.GetTelemetrySubscriptionsRequest(client_instance_id=got.client_instance_id)
+        )  # too early: THROTTLING_QUOTA_EXCEEDED
+        clock.advance(1000)
+        request = pb.PushTelemetryRequest(
+            client_instance_id=got.client_instance_id,
+            subscription_id=got.subscription_id,
+            metrics=metrics_data(),
+        )
+        await endpoints.stub.PushTelemetry(request)
+        with pytest.raises(grpc.aio.AioRpcError):
+            await endpoints.stub.PushTelemetry(request, metadata=(("authorization", "Bearer bad"),))
+        await endpoints.otlp_export(resource_payload())
+        await endpoints.otlp_export(b"\xff not protobuf")
+        await endpoints.http.post(GET_PATH, json={})
+        await endpoints.http.post(PUSH_PATH, json={"client_instance_id": "nope"})  # 400
+        await endpoints.http.post(
+            OTLP_METRICS_PATH, content=resource_payload(), headers={"Content-Type": "application/x-protobuf"}
+        )
+        scrape = await endpoints.http.get("/metrics")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(scrape.text)
+        for s in family.samples
+    }
+
+    def count(transport: str, rpc: str, error: Errors | str) -> float:
+        code = str(int(error)) if isinstance(error, Errors) else "58"
+        name = error.name if isinstance(error, Errors) else error
+        labels = (("code", code), ("error", name), ("rpc", rpc), ("transport", transport))
+        return samples.get(("telemetry_sink_requests_total", labels), 0)
+
+    assert count("grpc", "GetTelemetrySubscriptions", Errors.NONE) == 1
+    assert count("grpc", "GetTelemetrySubscriptions", Errors.THROTTLING_QUOTA_EXCEEDED) == 1
+    assert count("grpc", "PushTelemetry", Errors.NONE) == 1
+    assert count("grpc", "PushTelemetry", "SASL_AUTHENTICATION_FAILED") == 1
+    assert count("grpc", "Export", Errors.NONE) == 1
+    assert count("grpc", "Export", Errors.INVALID_RECORD) == 1
+    assert count("http", "GetTelemetrySubscriptions", Errors.NONE) == 1
+    assert count("http", "PushTelemetry", Errors.INVALID_REQUEST) == 1
+    assert count("http", "Export", Errors.NONE) == 1
+    durations = {
+        (labels[0][1], labels[1][1]): value
+        for (name, labels), value in samples.items()
+        if name == "telemetry_sink_request_duration_seconds_count"
+    }
+    assert durations == {
+        ("GetTelemetrySubscriptions", "grpc"): 2,
+        ("PushTelemetry", "grpc"): 2,
+        ("Export", "grpc"): 2,
+        ("GetTelemetrySubscriptions", "http"): 1,
+        ("PushTelemetry", "http"): 1,
+        ("Export", "http"): 1,
+    }
+    assert samples["telemetry_sink_requests_in_flight", ()] == 0
+    assert samples["telemetry_sink_requests_max_in_flight", ()] == 2**31 - 1
+
+
+async def test_a_quota_metric_tagged_two_ways_is_one_family_with_both_labels() -> None:
+    clock = FakeClock()
+    pipeline = kafka_pipeline(clock, InMemoryExporter())
+    listener = register_http_listener(pipeline.quotas.connections)
+    pipeline.quotas.alter(ClientQuotaEntity(ip="10.0.0.1"), "connection_creation_rate", 5)
+    await pipeline.quotas.connections.inc(listener, "10.0.0.1")  # the per-IP rate sensor
+    render = metrics_exposition(pipeline.manager, pipeline.quotas, pipeline.request_metrics, clock.now_ms)
+    (family,) = [
+        f
+        for f in text_string_to_metric_families(render().decode())
+        if f.name == "telemetry_sink_quota_socket_server_metrics_connection_accept_rate"
+    ]
+    assert sorted((s.labels.get("listener", ""), s.labels.get("ip", "")) for s in family.samples) == [
+        ("", "10.0.0.1"),
+        ("HTTP", ""),
+    ]

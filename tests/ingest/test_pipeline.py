@@ -48,7 +48,7 @@ class Harness:
             self.manager,
             self.quotas,
             self.exporter,
-            now_ms=self.clock.now_ms,
+            clock=self.clock,
             thread_time_ns=self._thread_time,
         )
         self.instance_id = UUID(int=0)

@@ -6,7 +6,10 @@ import uuid
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AGGREGATION_TEMPORALITY_CUMULATIVE,
     Gauge,
+    Histogram,
+    HistogramDataPoint,
     Metric,
     MetricsData,
     NumberDataPoint,
@@ -91,3 +94,22 @@ def resource_payload(**attributes: str) -> bytes:
         attribute = resource.attributes.add()
         attribute.key, attribute.value.string_value = key, value
     return data.SerializeToString()
+
+
+def partly_invalid_payload() -> bytes:
+    """A MetricsData with one valid gauge point and a histogram of two points that break the data model
+    (3 bucket counts for 3 bounds), and one valid histogram point."""
+    bad = HistogramDataPoint(
+        time_unix_nano=T0 * 1_000_000, bucket_counts=[1, 2, 3], explicit_bounds=[1, 2, 3], count=6
+    )
+    good = HistogramDataPoint(
+        time_unix_nano=T0 * 1_000_000, bucket_counts=[1, 2], explicit_bounds=[1], count=3
+    )
+    histogram = Histogram(
+        data_points=[bad, good, bad], aggregation_temporality=AGGREGATION_TEMPORALITY_CUMULATIVE
+    )
+    data = MetricsData.FromString(metrics_data(name="org.apache.kafka.gauge"))
+    data.resource_metrics[0].scope_metrics[0].metrics.add(
+        name="org.apache.kafka.latency", histogram=histogram
+    )
+    return bytes(data.SerializeToString())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from exporters import Exporter
 from ingest.pipeline import TelemetryPipeline
 from ingest.quotas import QuotaConfig, create_quota_managers
@@ -9,13 +11,17 @@ from subscriptions import ClientMetricsManager, SubscriptionStore
 from tests.support.clock import FakeClock
 
 
-def kafka_pipeline(clock: FakeClock, exporter: Exporter, interval_ms: int = 1000) -> TelemetryPipeline:
-    """Every Kafka client metric every ``interval_ms``, no quotas set, time from ``clock``."""
+def kafka_pipeline(
+    clock: FakeClock, exporter: Exporter, interval_ms: int = 1000, **options: Any
+) -> TelemetryPipeline:
+    """Every Kafka client metric every ``interval_ms``, no quotas set, time from ``clock``;
+    ``options`` go to ``TelemetryPipeline`` (``admission``, ``authenticator``, ...)."""
     store = SubscriptionStore()
     store.update("kafka", {"metrics": "org.apache.kafka.", "interval.ms": interval_ms})
     return TelemetryPipeline(
         ClientMetricsManager(store),
         create_quota_managers(QuotaConfig(), clock),
         exporter,
-        now_ms=clock.now_ms,
+        clock=clock,
+        **options,
     )

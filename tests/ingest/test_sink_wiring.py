@@ -1,0 +1,95 @@
+"""``Sink`` wires the security and admission settings into both ports, and the bootstrap quotas and
+the config log into the engines (in process, real servers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import httpx
+import pytest
+
+from exporters import InMemoryExporter
+from ingest.config import SinkConfig
+from ingest.config_log import CONFIG_LOG_TABLE, ConfigLog, QuotaChange
+from ingest.http_app import GET_PATH
+from ingest.proto import client_telemetry_pb2 as pb
+from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
+from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaType
+from ingest.server import Sink
+from subscriptions import Errors
+
+pytestmark = pytest.mark.integration
+
+
+async def test_the_configured_tokens_limits_and_request_metrics_are_live_on_both_ports(
+    tmp_path: Path,
+) -> None:
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text('"good": "User:alice"\n')
+    config = SinkConfig.from_document(
+        {
+            "data_root": str(tmp_path / "data"),
+            "server": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0, "max_concurrent_requests": 7},
+            "security": {"tokens_file": str(tokens), "super_users": "User:admin"},
+            "exporter": {"name": "memory"},
+        }
+    )
+    sink = Sink(config)
+    await sink.start()
+    try:
+        assert isinstance(sink.exporter, InMemoryExporter)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{sink.grpc_port}") as channel:
+            stub = pb_grpc.ClientTelemetryStub(channel)  # type: ignore[no-untyped-call]
+            got = await stub.GetTelemetrySubscriptions(
+                pb.GetTelemetrySubscriptionsRequest(), metadata=(("authorization", "Bearer good"),)
+            )
+            assert got.error_code == Errors.NONE
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.GetTelemetrySubscriptions(
+                    pb.GetTelemetrySubscriptionsRequest(), metadata=(("authorization", "Bearer bad"),)
+                )
+            assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{sink.http_port}") as client:
+            unknown = await client.post(GET_PATH, json={}, headers={"Authorization": "Bearer bad"})
+            assert unknown.status_code == 401
+            scrape = (await client.get("/metrics")).text
+        assert "telemetry_sink_requests_max_in_flight 7.0" in scrape
+        labels = (
+            'code="58",error="SASL_AUTHENTICATION_FAILED",rpc="GetTelemetrySubscriptions",transport="http"'
+        )
+        assert f"telemetry_sink_requests_total{{{labels}}} 1.0" in scrape
+        assert sink.config.security.super_users == ("User:admin",)
+    finally:
+        await sink.stop()
+
+
+async def test_bootstrap_quotas_apply_first_and_the_config_log_is_replayed_on_top(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    earlier = ConfigLog(str(data / CONFIG_LOG_TABLE), replica_id="other")
+    alice = ClientQuotaEntity(user="alice")
+    earlier.append([QuotaChange(alice, "producer_byte_rate", 2048.0)], "User:admin", 1)
+    config = SinkConfig.from_document(
+        {
+            "data_root": str(data),
+            "server": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
+            "exporter": {"name": "memory", "quota_sample_period_s": 0},
+            "client_quotas": [
+                {"entity": {"user": "alice"}, "quotas": {"producer_byte_rate": 1024}},
+                {"entity": {"client-id": None}, "quotas": {"request_percentage": 10}},
+            ],
+        }
+    )
+    sink = Sink(config)
+    await sink.start()
+    try:
+        assert sink.config_log.image.client_quotas == {
+            alice: {"producer_byte_rate": 2048.0},  # the log wins over the file
+            ClientQuotaEntity(client_id=DEFAULT): {"request_percentage": 10.0},
+        }
+        tags = {"user": "alice", "client-id": ""}
+        assert sink.quotas.produce.callback.quota_limit(QuotaType.PRODUCE, tags) == 2048.0
+        assert sink.quota_samples is None
+    finally:
+        await sink.stop()
