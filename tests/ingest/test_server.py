@@ -3,12 +3,9 @@ landing in Delta, SIGTERM."""
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
 
@@ -23,53 +20,20 @@ from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from subscriptions import Errors
 from tests.support.otlp import sdk_metrics
+from tests.support.process import CLI, Running, running_sink
 
 pytestmark = pytest.mark.integration
 
 FIXTURE = (
     Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka" / "librdkafka-producer-push001-zstd.bin"
 )
-CONFIG = """\
-data_root: {root}
-replica_id: sink-test
-server:
-  host: 127.0.0.1
-  grpc_port: 0
-  http_port: 0
-  shutdown_grace_s: 5
-subscriptions:
-  kafka-client-metrics: {{metrics: "org.apache.kafka.", interval.ms: 30000}}
-"""
-BANNER = re.compile(r"serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), landing in (\S+)")
-
-
-@dataclass
-class Running:
-    process: subprocess.Popen[str]
-    grpc_port: int
-    http_port: int
-    table_uri: str
+SUBSCRIPTION = 'subscriptions:\n  kafka-client-metrics: {metrics: "org.apache.kafka.", interval.ms: 30000}\n'
 
 
 @pytest.fixture
 def sink(tmp_path: Path) -> Iterator[Running]:
-    config = tmp_path / "telemetry-sink.yaml"
-    config.write_text(CONFIG.format(root=tmp_path / "data"))
-    command = [str(Path(sys.executable).with_name("telemetry-sink")), "serve", "--config", str(config)]
-    log = tmp_path / "serve.log"
-    with (
-        log.open("w") as stderr,
-        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True) as process,
-    ):
-        assert process.stdout is not None
-        match = BANNER.search(banner := process.stdout.readline())
-        try:
-            if match is None:
-                pytest.fail(f"no banner from serve: {banner!r}; log: {log.read_text()}")
-            yield Running(process, int(match[1]), int(match[2]), match[3])
-        finally:
-            if process.poll() is None:
-                process.kill()
+    with running_sink(tmp_path, tmp_path / "data", extra=SUBSCRIPTION) as running:
+        yield running
 
 
 def test_serve_answers_both_ports_lands_a_push_and_exits_0_on_sigterm(sink: Running) -> None:
@@ -105,7 +69,7 @@ def test_serve_answers_both_ports_lands_a_push_and_exits_0_on_sigterm(sink: Runn
 def test_serve_rejects_a_bad_config_with_exit_2_and_says_why(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("server: {grpc_port: 70000}\n")
-    command = [str(Path(sys.executable).with_name("telemetry-sink")), "serve", "--config", str(config)]
+    command = [CLI, "serve", "--config", str(config)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "server.grpc_port must be a port number" in done.stderr
