@@ -30,6 +30,10 @@ TABLE_CONFIGURATION: Final = {
     # txn entries of writers that are gone are forgotten after a week
     "delta.setTransactionRetentionDuration": "interval 7 days",
 }
+REOPEN_EVERY_COMMITS: Final = 100
+"""A ``DeltaTable`` kept across commits and updated in place grows without bound in delta-rs (native
+memory, and slower commits): measured by ``benchmarks/push_path/soak.py``, +100% resident memory in 10
+minutes. The appender opens the table afresh after this many commits, which keeps both flat."""
 Compression = Literal["UNCOMPRESSED", "SNAPPY", "GZIP", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"]
 
 
@@ -55,6 +59,7 @@ class DeltaAppender:
         stats_columns: Sequence[str] = (),
         compression: Compression = "SNAPPY",
         table_configuration: Mapping[str, str] | None = None,
+        reopen_every: int = REOPEN_EVERY_COMMITS,
     ) -> None:
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
@@ -71,11 +76,16 @@ class DeltaAppender:
         if stats_columns:
             self.configuration["delta.dataSkippingStatsColumns"] = ",".join(stats_columns)
         self.writer_properties = WriterProperties(compression=compression)
+        self.reopen_every = reopen_every
         self._table: DeltaTable | None = None
+        self._commits_since_open = 0
 
     def load(self) -> DeltaTable | None:
         """The table at its latest version, or None if it does not exist yet."""
+        if self._commits_since_open >= self.reopen_every:
+            self._table = None
         if self._table is None:
+            self._commits_since_open = 0
             try:
                 self._table = DeltaTable(self.table_uri, storage_options=self.storage_options or None)
             except TableNotFoundError:
@@ -156,6 +166,7 @@ class DeltaAppender:
                 max_commit_retries=self.max_commit_retries,
             ),
         )
+        self._commits_since_open += 1
 
 
 def _local_path(table_uri: str) -> str | None:
