@@ -35,7 +35,14 @@ from typing import Any, Final, Literal, cast
 from aiohttp import web
 
 from ingest.admin import QuotaAlteration, SinkAdmin
-from ingest.config_log import ConfigRecord, EntityComponent, QuotaChange, SubscriptionChange, entity_parts
+from ingest.config_log import (
+    ENTITY_FIELDS,
+    ConfigRecord,
+    EntityComponent,
+    QuotaChange,
+    SubscriptionChange,
+    entity_parts,
+)
 from ingest.errors import admin_http_status, retry_after_seconds
 from ingest.identity import ANONYMOUS, parse_instance_id
 from ingest.quotas import DEFAULT, ClientQuotaEntity
@@ -45,7 +52,6 @@ from subscriptions.model import PropertyValue
 __all__ = ["ADMIN_PREFIX", "admin_routes"]
 
 ADMIN_PREFIX: Final = "/admin/v1"
-_ENTITY_TYPES: Final = ("user", "client-id", "ip")
 _DEFAULT_LIMIT: Final = 1000
 
 
@@ -104,9 +110,9 @@ def _entity(parts: Any) -> ClientQuotaEntity:
         raise _BadRequestError("entity must be a list of {entity_type, entity_name}")
     names: dict[str, str] = {}
     for part in parts:
-        if not isinstance(part, dict) or part.get("entity_type") not in _ENTITY_TYPES:
+        if not isinstance(part, dict) or part.get("entity_type") not in ENTITY_FIELDS:
             raise _BadRequestError(
-                f"entity parts are {{entity_type: {'|'.join(_ENTITY_TYPES)}, entity_name}}"
+                f"entity parts are {{entity_type: {'|'.join(ENTITY_FIELDS)}, entity_name}}"
             )
         kind, name = part["entity_type"], part.get("entity_name")
         if name is not None and not isinstance(name, str):

@@ -43,9 +43,10 @@ from urllib.parse import quote
 import httpx
 
 from ingest.admin_api import ADMIN_PREFIX
-from ingest.config_log import MATCH_DEFAULT, MATCH_EXACT
+from ingest.config_log import ENTITY_FIELDS, MATCH_DEFAULT, MATCH_EXACT
 from ingest.errors import error_name
 from ingest.identity import CLIENT_ID_HEADER
+from ingest.quotas import DEFAULT
 from subscriptions.model import CONFIG_KEYS, INTERVAL_MS_CONFIG, MATCH_CONFIG, METRICS_CONFIG
 
 __all__ = [
@@ -71,9 +72,6 @@ EXIT_USAGE: Final = 2
 
 _PROG: Final = "telemetry-sink admin"
 _NONE: Final = "NONE"
-_DEFAULT_NAME: Final = "<default>"
-_ENTITY_TYPES: Final = ("user", "client-id", "ip")
-_ENTITY_DESTS: Final = {"user": "user", "client-id": "client_id", "ip": "ip"}
 
 Answer = dict[str, Any]
 Render = Callable[[Answer], list[str]]
@@ -247,7 +245,7 @@ def _add_subscriptions(resources: argparse._SubParsersAction[argparse.ArgumentPa
 def _add_entity_flags(parser: argparse.ArgumentParser) -> None:
     """kafka-configs.sh's entity shorthands: a name, or the default entity, per entity type."""
     for kind, aliases in (("user", ()), ("client-id", ("--client",)), ("ip", ())):
-        dest = _ENTITY_DESTS[kind]
+        dest = ENTITY_FIELDS[kind]
         group = parser.add_mutually_exclusive_group()
         metavar = kind.upper().replace("-", "_")
         group.add_argument(f"--{kind}", *aliases, dest=dest, metavar=metavar, help=f"the {kind} {metavar}")
@@ -360,7 +358,7 @@ def _validate_only(flag: bool) -> dict[str, str]:
 def _entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     """The entity the flags name: (entity type, name or None for the default), in Kafka's order."""
     parts: list[tuple[str, str | None]] = []
-    for kind, dest in _ENTITY_DESTS.items():
+    for kind, dest in ENTITY_FIELDS.items():
         if getattr(args, f"{dest}_default"):
             parts.append((kind, None))
         elif getattr(args, dest) is not None:
@@ -475,14 +473,14 @@ def _entity_text(parts: Sequence[Answer]) -> str:
 
 def _entity_name(part: Answer) -> str:
     name = part.get("entity_name")
-    return _DEFAULT_NAME if name is None else str(name)
+    return DEFAULT if name is None else str(name)
 
 
 def _render_quotas(answer: Answer) -> list[str]:
     rows = []
     for entry in answer.get("entries") or []:
         names = {p.get("entity_type"): _entity_name(p) for p in entry.get("entity", [])}
-        entity = [names.get(kind, "-") for kind in _ENTITY_TYPES]
+        entity = [names.get(kind, "-") for kind in ENTITY_FIELDS]
         rows += [[*entity, value.get("key"), _text(value.get("value"))] for value in entry.get("values", [])]
     return _table(["USER", "CLIENT_ID", "IP", "KEY", "VALUE"], rows)
 

@@ -66,6 +66,7 @@ import yaml
 from exporters import default_replica_id
 from ingest.admission import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OVERLOAD_RETRY_AFTER_MS
 from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
+from ingest.config_log import ENTITY_FIELDS
 from ingest.connections import grpc_connection_options
 from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS
 from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
@@ -101,7 +102,6 @@ _SECTIONS: Final = (
 )
 _TOP_LEVEL: Final = ("data_root", "replica_id", "client_quotas", *_SECTIONS)
 DEFAULT_QUOTA_SAMPLE_PERIOD_S: Final = 30.0
-_ENTITY_PARTS: Final = {"user": "user", "client-id": "client_id", "ip": "ip"}
 
 
 class SinkConfigError(ValueError):
@@ -280,11 +280,11 @@ def _client_quotas(value: Any) -> tuple[tuple[tuple[ClientQuotaEntity, str, floa
                 f"{where} must be {{entity: {{user|client-id|ip: name or null}}, quotas: {{...}}}}"
             )
             continue
-        unknown = [k for k in entity_parts if k not in _ENTITY_PARTS]
+        unknown = [k for k in entity_parts if k not in ENTITY_FIELDS]
         if unknown or not all(v is None or isinstance(v, str) for v in entity_parts.values()):
             problems.append(f"{where}.entity: parts are user, client-id, ip with a name or null (default)")
             continue
-        names = {_ENTITY_PARTS[k]: DEFAULT if v is None else v for k, v in entity_parts.items()}
+        names = {ENTITY_FIELDS[k]: DEFAULT if v is None else v for k, v in entity_parts.items()}
         entity = ClientQuotaEntity(**names)
         for key, quota in quotas.items():
             try:

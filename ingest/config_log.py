@@ -48,6 +48,7 @@ from subscriptions.model import PropertyValue
 __all__ = [
     "CONFIG_LOG_SCHEMA",
     "CONFIG_LOG_TABLE",
+    "ENTITY_FIELDS",
     "ConfigChange",
     "ConfigImage",
     "ConfigLog",
@@ -213,12 +214,13 @@ class EntityComponent(NamedTuple):
 MATCH_EXACT: Final = 0
 MATCH_DEFAULT: Final = 1
 MATCH_SPECIFIED: Final = 2
-_ENTITY_FIELDS: Final = {"user": "user", "client-id": "client_id", "ip": "ip"}
+ENTITY_FIELDS: Final = {"user": "user", "client-id": "client_id", "ip": "ip"}
+"""Kafka's quota entity types and the ``ClientQuotaEntity`` field each names."""
 
 
 def entity_parts(entity: ClientQuotaEntity) -> dict[str, str]:
     """The entity as Kafka lists it: entity type -> name (``<default>`` for a default part)."""
-    return {t: getattr(entity, f) for t, f in _ENTITY_FIELDS.items() if getattr(entity, f) is not None}
+    return {t: getattr(entity, f) for t, f in ENTITY_FIELDS.items() if getattr(entity, f) is not None}
 
 
 @dataclass
@@ -266,7 +268,7 @@ class ConfigImage:
         any_of: set[str] = set()
         for component in components:
             kind = component.entity_type
-            if kind not in _ENTITY_FIELDS:
+            if kind not in ENTITY_FIELDS:
                 raise InvalidFilterError(f"Unsupported entity type {kind}")
             if kind in exact or kind in any_of:
                 raise InvalidFilterError(f"Entity type {kind} cannot appear more than once in the filter.")
