@@ -20,11 +20,10 @@ loop, so the count needs no lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 from typing import Final
 
-__all__ = ["DEFAULT_MAX_CONCURRENT_REQUESTS", "DEFAULT_OVERLOAD_RETRY_AFTER_MS", "Admission"]
+__all__ = ["DEFAULT_MAX_CONCURRENT_REQUESTS", "DEFAULT_OVERLOAD_RETRY_AFTER_MS", "Admission", "Slot"]
 
 DEFAULT_MAX_CONCURRENT_REQUESTS: Final = 500
 """``server.max_concurrent_requests``, as Kafka's ``queued.max.requests``."""
@@ -55,16 +54,31 @@ class Admission:
     def leave(self) -> None:
         self.in_flight -= 1
 
-    @contextmanager
-    def slot(self) -> Iterator[bool]:
+    def slot(self) -> Slot:
         """``with admission.slot() as admitted``: the slot (if any) is given back on leaving."""
-        admitted = self.try_enter()
-        try:
-            yield admitted
-        finally:
-            if admitted:
-                self.leave()
+        return Slot(self)
 
     @property
     def overload_message(self) -> str:
         return f"the sink has {self.max_in_flight} requests in flight: retry after {self.retry_after_ms} ms"
+
+
+class Slot:
+    """One request's turn: entering takes a slot if one is free (``True``), leaving gives it back. A
+    class rather than a generator-based context manager: it is entered on every request."""
+
+    __slots__ = ("_admission", "_admitted")
+
+    def __init__(self, admission: Admission) -> None:
+        self._admission = admission
+        self._admitted = False
+
+    def __enter__(self) -> bool:
+        self._admitted = self._admission.try_enter()
+        return self._admitted
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._admitted:
+            self._admission.leave()

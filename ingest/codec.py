@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import struct
+import threading
 import zlib
 from typing import Final
 
@@ -41,6 +42,7 @@ __all__ = [
 DEFAULT_MAX_DECOMPRESSED_BYTES: Final = 64 * 1024 * 1024
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _CHUNK: Final = 1 << 20
+_ZSTD = threading.local()  # a ZstdDecompressor per thread: creating one costs ten decompressions of a push
 
 
 class PayloadError(Exception):
@@ -137,9 +139,17 @@ def _unlz4(data: bytes, max_bytes: int) -> bytes:
     return bytes(out)
 
 
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    decompressor: zstandard.ZstdDecompressor | None = getattr(_ZSTD, "decompressor", None)
+    if decompressor is None:
+        decompressor = _ZSTD.decompressor = zstandard.ZstdDecompressor()
+    return decompressor
+
+
 def _unzstd(data: bytes, max_bytes: int) -> bytes:
+    decompressor = _zstd_decompressor()  # each operation below resets it, so a failed one leaves no state
     # first a bounded read, which stops a bomb but says nothing about a truncated frame...
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    reader = decompressor.stream_reader(io.BytesIO(data), read_across_frames=True)
     size = 0
     while chunk := reader.read(min(_CHUNK, max_bytes + 1 - size)):
         size += len(chunk)
@@ -149,7 +159,7 @@ def _unzstd(data: bytes, max_bytes: int) -> bytes:
     out = bytearray()
     rest = data
     while rest:
-        frame = zstandard.ZstdDecompressor().decompressobj()
+        frame = decompressor.decompressobj()
         out += frame.decompress(rest)
         if not frame.eof:
             raise InvalidPayloadError("truncated zstd frame")

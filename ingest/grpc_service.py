@@ -8,8 +8,7 @@ the request not handled (``errors``). Every request is counted and timed (``metr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any
 from uuid import UUID
 
@@ -30,7 +29,7 @@ from subscriptions import (
     PushTelemetryRequest,
 )
 
-__all__ = ["ClientTelemetryService", "authenticated_client", "decode_instance_id", "encode_instance_id"]
+__all__ = ["AuthenticatedRequest", "ClientTelemetryService", "decode_instance_id", "encode_instance_id"]
 
 Context = grpc.aio.ServicerContext[object, object]
 
@@ -48,24 +47,43 @@ def encode_instance_id(instance_id: UUID) -> bytes:
     return instance_id.bytes
 
 
-@asynccontextmanager
-async def authenticated_client(
-    pipeline: TelemetryPipeline, context: grpc.aio.ServicerContext[Any, Any], rpc: Rpc
-) -> AsyncIterator[tuple[ClientContext, RequestObservation]]:
-    """Count and time one gRPC request and establish who sent it; an unknown bearer token aborts it
-    with UNAUTHENTICATED (the body of the ``async with`` does not run)."""
-    with pipeline.request_metrics.observe("grpc", rpc) as seen:
+class AuthenticatedRequest:
+    """``async with AuthenticatedRequest(pipeline, context, rpc) as (client, seen)``: count and time one
+    gRPC request and establish who sent it; an unknown bearer token aborts it with UNAUTHENTICATED (the
+    body of the ``async with`` does not run). A class rather than a generator-based context manager:
+    it is entered on every request."""
+
+    __slots__ = ("_context", "_pipeline", "_seen")
+
+    def __init__(
+        self, pipeline: TelemetryPipeline, context: grpc.aio.ServicerContext[Any, Any], rpc: Rpc
+    ) -> None:
+        self._pipeline = pipeline
+        self._context = context
+        self._seen = pipeline.request_metrics.observe("grpc", rpc)
+
+    async def __aenter__(self) -> tuple[ClientContext, RequestObservation]:
+        seen = self._seen.__enter__()
+        context = self._context
         try:
             client = grpc_client_context(
                 context.invocation_metadata() or (),
                 context.peer(),
                 context.auth_context(),
-                pipeline.authenticator,
+                self._pipeline.authenticator,
             )
         except AuthenticationError as exc:
             seen.code = AUTHENTICATION_FAILED
-            await context.abort(AUTHENTICATION_ANSWER.grpc_status, str(exc))
-        yield client, seen
+            try:
+                await context.abort(AUTHENTICATION_ANSWER.grpc_status, str(exc))
+            finally:
+                self._seen.__exit__(None, None, None)
+        return client, seen
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._seen.__exit__(kind, error, trace)
 
 
 class ClientTelemetryService(pb_grpc.ClientTelemetryServicer):
@@ -77,7 +95,7 @@ class ClientTelemetryService(pb_grpc.ClientTelemetryServicer):
     async def GetTelemetrySubscriptions(  # noqa: N802 - gRPC's method name
         self, request: pb.GetTelemetrySubscriptionsRequest, context: Context
     ) -> pb.GetTelemetrySubscriptionsResponse:
-        async with authenticated_client(self.pipeline, context, "GetTelemetrySubscriptions") as (
+        async with AuthenticatedRequest(self.pipeline, context, "GetTelemetrySubscriptions") as (
             client,
             seen,
         ):
@@ -94,7 +112,7 @@ class ClientTelemetryService(pb_grpc.ClientTelemetryServicer):
     async def PushTelemetry(  # noqa: N802 - gRPC's method name
         self, request: pb.PushTelemetryRequest, context: Context
     ) -> pb.PushTelemetryResponse:
-        async with authenticated_client(self.pipeline, context, "PushTelemetry") as (client, seen):
+        async with AuthenticatedRequest(self.pipeline, context, "PushTelemetry") as (client, seen):
             try:
                 instance_id = decode_instance_id(request.client_instance_id)
             except ValueError:

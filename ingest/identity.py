@@ -26,6 +26,7 @@ import binascii
 import ipaddress
 import uuid
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any, Final
 
 from ingest.security import ANONYMOUS, Authenticator
@@ -67,6 +68,7 @@ _SHORT_NAMES: Final = {
 }
 
 
+@lru_cache(maxsize=8192)  # every request asks, of a few addresses
 def java_host_address(host: str) -> str | None:
     """An IP address as Java's ``InetAddress.getHostAddress`` writes it (TEL-6): dotted IPv4, or all
     eight IPv6 groups without leading zeros (``0:0:0:0:0:0:0:1``); None if it is not an address."""
@@ -79,6 +81,7 @@ def java_host_address(host: str) -> str | None:
     return ":".join(f"{int(group, 16):x}" for group in address.exploded.split(":"))
 
 
+@lru_cache(maxsize=8192)  # one peer string per connection, asked on each of its requests
 def parse_grpc_peer(peer: str) -> tuple[str | None, int | None]:
     """``ipv4:1.2.3.4:5678`` / ``ipv6:[::1]:5678`` -> (address, port); anything else -> (None, None)."""
     kind, _, rest = peer.partition(":")

@@ -22,7 +22,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from types import TracebackType
 from typing import Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -86,13 +86,26 @@ class SinkCollector(Collector):
 
 
 class RequestObservation:
-    """The answer of one request being observed: set ``code`` before leaving the ``with`` block (a
-    request that leaves by an exception without one counts as UNKNOWN_SERVER_ERROR)."""
+    """One request being counted and timed: set ``code`` before leaving the ``with`` block (a request
+    that leaves by an exception without one counts as UNKNOWN_SERVER_ERROR)."""
 
-    __slots__ = ("code",)
+    __slots__ = ("_metrics", "_rpc", "_started", "_transport", "code")
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: RequestMetrics, transport: Transport, rpc: Rpc) -> None:
+        self._metrics = metrics
+        self._transport = transport
+        self._rpc = rpc
+        self._started = 0.0
         self.code: int = Errors.UNKNOWN_SERVER_ERROR
+
+    def __enter__(self) -> RequestObservation:
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._metrics.record(self._transport, self._rpc, self.code, time.perf_counter() - self._started)
 
 
 class RequestMetrics(Collector):
@@ -113,17 +126,25 @@ class RequestMetrics(Collector):
             ("transport", "rpc"),
             registry=None,
         )
+        self._durations: dict[tuple[str, str], Histogram] = {}
+        self._counts: dict[tuple[str, str, int], Counter] = {}
 
-    @contextmanager
-    def observe(self, transport: Transport, rpc: Rpc) -> Iterator[RequestObservation]:
+    def observe(self, transport: Transport, rpc: Rpc) -> RequestObservation:
         """Count and time one request: ``with metrics.observe("grpc", "PushTelemetry") as seen``."""
-        seen = RequestObservation()
-        started = time.perf_counter()
-        try:
-            yield seen
-        finally:
-            self._duration.labels(transport, rpc).observe(time.perf_counter() - started)
-            self._requests.labels(transport, rpc, str(seen.code), error_name(seen.code)).inc()
+        return RequestObservation(self, transport, rpc)
+
+    def record(self, transport: Transport, rpc: Rpc, code: int, seconds: float) -> None:
+        """One answered request (the labelled children are kept: ``labels()`` takes a lock each time)."""
+        duration = self._durations.get((transport, rpc))
+        if duration is None:
+            duration = self._durations[transport, rpc] = self._duration.labels(transport, rpc)
+        duration.observe(seconds)
+        count = self._counts.get((transport, rpc, code))
+        if count is None:
+            count = self._counts[transport, rpc, code] = self._requests.labels(
+                transport, rpc, str(code), error_name(code)
+            )
+        count.inc()
 
     def collect(self) -> Iterable[Metric]:
         yield from self._requests.collect()

@@ -21,7 +21,7 @@ from google.rpc.error_details_pb2 import RetryInfo
 from google.rpc.status_pb2 import Status
 
 from ingest.errors import otlp_answer
-from ingest.grpc_service import authenticated_client
+from ingest.grpc_service import AuthenticatedRequest
 from ingest.identity import INSTANCE_ID_HEADER
 from ingest.pipeline import TelemetryPipeline
 from subscriptions import CompressionType, Errors
@@ -51,7 +51,7 @@ def otlp_metrics_handler(pipeline: TelemetryPipeline) -> grpc.GenericRpcHandler:
     """The ``MetricsService`` handler to add to a ``grpc.aio`` server."""
 
     async def export(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-        async with authenticated_client(pipeline, context, "Export") as (client, seen):
+        async with AuthenticatedRequest(pipeline, context, "Export") as (client, seen):
             metadata = context.invocation_metadata() or ()
             header = next((str(v) for k, v in metadata if k.lower() == INSTANCE_ID_HEADER), None)
             outcome = await pipeline.export_otlp(request, CompressionType.NONE, client, header)

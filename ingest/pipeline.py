@@ -40,8 +40,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Final, NamedTuple
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -62,7 +61,7 @@ from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS, ClientHolds
 from ingest.identity import OPEN, otlp_instance_id
 from ingest.metrics import RequestMetrics
 from ingest.otlp_points import drop_invalid_points
-from ingest.quotas import Clock, QuotaManagers, QuotaType, SystemClock
+from ingest.quotas import Clock, QuotaManagers, SystemClock
 from ingest.security import Authenticator
 from subscriptions import (
     PUSH_ACCEPTED,
@@ -147,7 +146,8 @@ class TelemetryPipeline:
     async def get_subscriptions(
         self, request: GetTelemetrySubscriptionsRequest, client: ClientContext
     ) -> GetTelemetrySubscriptionsResponse:
-        async with self._admitted(client) as refused_ms:
+        with self.admission.slot() as admitted:
+            refused_ms = await self._refusal(admitted, client)
             if refused_ms:
                 return _throttled_get(refused_ms)
             started = self._thread_time_ns()
@@ -158,7 +158,8 @@ class TelemetryPipeline:
             return response._replace(throttle_time_ms=max(response.throttle_time_ms, throttle))
 
     async def push(self, request: PushTelemetryRequest, client: ClientContext) -> PushTelemetryResponse:
-        async with self._admitted(client) as refused_ms:
+        with self.admission.slot() as admitted:
+            refused_ms = await self._refusal(admitted, client)
             if refused_ms:
                 return _throttled_push(refused_ms)
             started = self._thread_time_ns()
@@ -177,17 +178,15 @@ class TelemetryPipeline:
             throttle = max(response.throttle_time_ms, byte_throttle, request_throttle)
             return response._replace(throttle_time_ms=throttle)
 
-    @asynccontextmanager
-    async def _admitted(self, client: ClientContext) -> AsyncIterator[int]:
-        """A KIP-714 request's admission slot, then Kafka's mute for a held client (the request waits
-        out the hold): yields 0 once it may go ahead, else the throttle to refuse it with."""
-        with self.admission.slot() as admitted:
-            if not admitted:
-                yield self.admission.retry_after_ms
-                return
-            yield await self.holds.wait(
-                client.principal, client.client_id or "", self.clock, self.max_hold_delay_ms
-            )
+    async def _refusal(self, admitted: bool, client: ClientContext) -> int:
+        """A KIP-714 request in its admission slot (if ``admitted``) waits out its client's hold, as
+        Kafka mutes a throttled client's channel: 0 once it may go ahead, else the throttle to refuse
+        it with."""
+        if not admitted:
+            return self.admission.retry_after_ms
+        return await self.holds.wait(
+            client.principal, client.client_id or "", self.clock, self.max_hold_delay_ms
+        )
 
     def _hold(self, client: ClientContext, byte_throttle: int, request_throttle: int, now: int) -> None:
         """Hold the client for its quota throttle, recorded by the manager with the larger one (ties go
@@ -308,9 +307,7 @@ class TelemetryPipeline:
         *,
         terminating: bool,
     ) -> PushContext:
-        tags = self.quotas.produce.callback.quota_metric_tags(
-            QuotaType.PRODUCE, client.principal, client.client_id or ""
-        )
+        tags = self.quotas.produce.metric_tags(client.principal, client.client_id or "")
         return PushContext(
             client_instance_id=instance_id,
             subscription_id=subscription_id,

@@ -238,6 +238,8 @@ class Authenticator:
         return True
 
     def is_trusted_proxy(self, address: str | None) -> bool:
+        if not self.trusted_proxies:
+            return False
         parsed = _address(address) if address else None
         return parsed is not None and _trusted(parsed, self.trusted_proxies)
 

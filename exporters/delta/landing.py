@@ -151,7 +151,8 @@ class DeltaLandingExporter(Exporter):
         batch.pushes.append(push)
         batch.size += size
         self._pending_bytes += size
-        self._wakeup.set()
+        if len(batch.pushes) == 1 or self._is_full(batch):
+            self._wakeup.set()  # the flusher's deadline changed; other pushes leave it asleep
         # shielded: one caller giving up (a client disconnecting) must not cancel its batch-mates
         return await asyncio.shield(batch.future)
 
@@ -192,6 +193,9 @@ class DeltaLandingExporter(Exporter):
 
     # -- the flusher --------------------------------------------------------------------------
 
+    def _is_full(self, batch: _Batch) -> bool:
+        return len(batch.pushes) >= self.max_batch_rows or batch.size >= self.max_batch_bytes
+
     def _due_in(self) -> float:
         """Seconds until the first batch must be committed (0: now)."""
         first = self._batches[0]
@@ -199,8 +203,7 @@ class DeltaLandingExporter(Exporter):
             first.flush
             or self._closing
             or len(self._batches) > 1  # a later push did not fit: the batch is closed
-            or len(first.pushes) >= self.max_batch_rows
-            or first.size >= self.max_batch_bytes
+            or self._is_full(first)
         ):
             return 0.0
         return max(0.0, self.max_batch_latency_ms / 1000 - (time.monotonic() - first.first_at))

@@ -132,8 +132,15 @@ class ClientQuotaManager:
 
     def quota_limit(self, principal: str, client_id: str) -> float | None:
         """The limit that applies to this client now, if any."""
-        tags = self.callback.quota_metric_tags(self.quota_type, principal, client_id)
-        return self.callback.quota_limit(self.quota_type, tags)
+        return self.callback.quota_limit(self.quota_type, self.metric_tags(principal, client_id))
+
+    def metric_tags(self, principal: str, client_id: str) -> Mapping[str, str]:
+        """The tags of the quota entity this client records into (QUO-4): its sensors' when it has
+        them (the default callback's tags change only with a quota, which re-creates the sensors)."""
+        sensors = None if self._custom else self._by_client.get((principal, client_id))
+        if sensors is not None:
+            return sensors.tags
+        return self.callback.quota_metric_tags(self.quota_type, principal, client_id)
 
     # -- throttling -------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import ipaddress
 import math
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from typing import Final, NamedTuple
 
 from ingest.quotas.java import INT_MAX, LONG_MAX, sanitize
@@ -80,6 +81,7 @@ _INTEGRAL_KEYS: Final = {
 }
 
 
+@lru_cache(maxsize=8192)  # asked on every request, of few principals
 def principal_user(principal: str) -> str:
     """The sanitized user name of a principal such as ``User:alice`` (QUO-4)."""
     _, sep, name = principal.partition(":")

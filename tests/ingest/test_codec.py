@@ -125,6 +125,17 @@ def test_PD_12_corrupt_and_truncated_data_is_invalid_record(codec: int) -> None:
         assert info.value.error == Errors.INVALID_RECORD
 
 
+def test_PD_12_a_failed_zstd_payload_leaves_nothing_behind_for_the_next() -> None:
+    """The zstd decompressor is reused across pushes: a bomb or a truncated frame stopped mid-way must
+    not leak state into the next push decompressed on the same thread."""
+    raw = metrics_data(points=50)
+    good = _zstd(raw)
+    for bad in (_zstd(bytes(4 * MIB)), good[: len(good) // 2], good[:10] + bytes(20) + good[30:]):
+        with pytest.raises((PayloadTooLargeError, InvalidPayloadError)):
+            decompress(bad, 4, MIB)
+        assert decompress(good, 4, MIB) == raw
+
+
 def test_PD_12_bytes_that_are_not_otlp_are_invalid_record() -> None:
     with pytest.raises(InvalidPayloadError, match="not OTLP MetricsData"):
         decode_payload(b"\xff\xff\xff\xff\xff", 0, MIB)

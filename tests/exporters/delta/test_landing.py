@@ -83,6 +83,17 @@ async def test_group_commit_is_bounded_by_rows(tmp_path: Path) -> None:
     await exporter.shutdown()
 
 
+async def test_a_batch_that_fills_up_is_committed_without_waiting_for_its_latency_bound(
+    tmp_path: Path,
+) -> None:
+    """The flusher sleeps through pushes that join an open batch; the push that fills it wakes it."""
+    exporter = await _exporter(tmp_path, max_batch_rows=10, max_batch_latency_ms=600_000)
+    results = await asyncio.gather(*(exporter.export(push(n)) for n in range(20)))
+    assert set(results) == {ExportResult.SUCCESS}
+    assert exporter.commits == 2
+    await exporter.shutdown()
+
+
 async def test_group_commit_is_bounded_by_bytes(tmp_path: Path) -> None:
     exporter = await _exporter(tmp_path, max_batch_bytes=3000, max_batch_latency_ms=60_000)
     results = await asyncio.gather(*(exporter.export(push(n, payload=b"x" * 1000)) for n in range(9)))

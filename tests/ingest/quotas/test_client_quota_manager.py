@@ -129,6 +129,22 @@ def test_Q_E2_QUO_6_default_client_only_and_sensor_names() -> None:
     assert {"Produce-:client1", "ProduceThrottleTime-:client1", "Produce-:client@#$%"} <= names
 
 
+def test_QUO_4_metric_tags_follow_a_quota_change_after_the_sensors_exist() -> None:
+    """``metric_tags`` (the quota entity a landed push is attributed to) answers from a client's
+    sensors once they exist, and must not keep the old entity when a quota changes the tags."""
+    m = _produce()
+    assert m.metric_tags("User:alice", "c1") == {"user": "", "client-id": "c1"}  # no quota yet
+    m.update_quota(E("alice", None), 1e9)
+    _record(m, "alice", "c1", 1)
+    assert m.metric_tags("User:alice", "c1") == {"user": "alice", "client-id": ""}
+    m.update_quota(E("alice", "c1"), 1e9)
+    assert m.metric_tags("User:alice", "c1") == {"user": "alice", "client-id": "c1"}
+    _record(m, "alice", "c1", 1)
+    assert m.metric_tags("User:alice", "c1") == {"user": "alice", "client-id": "c1"}
+    unseen = m.callback.quota_metric_tags(QuotaType.PRODUCE, "User:bob", "c1")
+    assert m.metric_tags("User:bob", "c1") == unseen  # no sensors yet: the callback's answer
+
+
 def test_QUO_4_user_names_are_sanitized_like_java_url_encoder() -> None:
     assert principal_user("User:alice smith*~é") == "alice%20smith%2A%7E%C3%A9"
     assert principal_user("User:a.b-c_d") == "a.b-c_d"
