@@ -7,6 +7,7 @@
 """
 
 from exporters.base import Exporter, ExportResult, Health, PushContext, TelemetryPush, new_push_id
+from exporters.delta.appender import storage_option
 from exporters.delta.landing import DeltaLandingExporter
 from exporters.delta.maintenance import MaintenanceReport, maintain
 from exporters.delta.quota_samples import QuotaSampleRecorder
@@ -40,4 +41,5 @@ __all__ = [
     "maintain",
     "new_push_id",
     "shard_uri",
+    "storage_option",
 ]

@@ -1,9 +1,8 @@
-"""The ``telemetry-sink`` command line.
+"""The front end's subcommands of ``telemetry-sink`` (the command itself is ``telemetry_sink.cli``).
 
-Subcommands so far: ``serve`` (run the sink), ``maintain`` (compact, checkpoint and vacuum the
-bronze Delta tables), ``admin`` (subscriptions, client quotas, client instances and the config log
-through the admin API, ``ingest.admin_cli``) and ``loadgen`` (a simulated fleet of KIP-714 clients,
-``ingest.loadgen``). ``rollup`` and ``dashboard`` arrive with the issues that build them.
+``serve`` (run the sink), ``maintain`` (compact, checkpoint and vacuum the bronze Delta tables),
+``admin`` (subscriptions, client quotas, client instances and the config log through the admin API,
+``ingest.admin_cli``) and ``loadgen`` (a simulated fleet of KIP-714 clients, ``ingest.loadgen``).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 from deltalake.exceptions import TableNotFoundError
 
@@ -37,36 +35,16 @@ from ingest.loadgen import (
 )
 from ingest.server import serve
 
-__all__ = ["BRONZE_TABLES", "build_parser", "main"]
+__all__ = ["BRONZE_TABLES", "add_commands"]
 
 BRONZE_TABLES = ("telemetry_pushes", "quota_samples")
 
 
-def _version() -> str:
-    try:
-        return version("telemetry-sink")
-    except PackageNotFoundError:  # running from a source tree that was not installed
-        return "0+unknown"
-
-
-def _storage_option(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="telemetry-sink",
-        description=(
-            "A Kafka KIP-714 client-telemetry sink with Kafka-grade quotas: clients ask which "
-            "metrics to send and push OTLP payloads, which land durably in Delta Lake tables."
-        ),
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def add_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], lake: argparse.ArgumentParser
+) -> None:
+    """The front end's subcommands, each with its ``run`` function as a default; those that use the
+    Delta tables take the ``lake`` options (``--data-root``, ``--storage-option``)."""
     serve_cmd = commands.add_parser(
         "serve",
         help="run the sink: gRPC (4317) and HTTP (4318) on one event loop, landing in Delta",
@@ -75,16 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
         "TELEMETRY_SINK_* environment variables override any setting (see ingest/config.py).",
     )
     serve_cmd.add_argument("--config", metavar="FILE", help="the YAML configuration file")
+    serve_cmd.set_defaults(run=_serve)
 
     maintain_cmd = commands.add_parser(
         "maintain",
+        parents=[lake],
         help="compact, vacuum and checkpoint the bronze Delta tables (safe while the sink writes)",
         description="Compact small files, vacuum unreferenced ones older than the retention, and "
         "write a checkpoint, for each bronze table under the data root (on a local root, every "
         "replica's shard <root>/<table>/<replica>; on an object store, name shards with --table-uri).",
-    )
-    maintain_cmd.add_argument(
-        "--data-root", default="data", help="local path or object-store URI (default: data)"
     )
     maintain_cmd.add_argument(
         "--table", action="append", choices=BRONZE_TABLES, help="only this table (repeatable; default: all)"
@@ -98,20 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     maintain_cmd.add_argument(
         "--table-uri", action="append", default=[], metavar="URI", help="also this table (repeatable)"
     )
+    maintain_cmd.set_defaults(run=_maintain)
     maintain_cmd.add_argument("--no-compact", action="store_true", help="skip compaction")
     maintain_cmd.add_argument("--no-vacuum", action="store_true", help="skip vacuum")
     maintain_cmd.add_argument("--no-checkpoint", action="store_true", help="skip the checkpoint")
-    maintain_cmd.add_argument(
-        "--storage-option",
-        type=_storage_option,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="passed to delta-rs (e.g. AWS_REGION=eu-west-1); repeatable",
-    )
     add_admin_parser(commands)
+    commands.choices["admin"].set_defaults(run=run_admin)
     _add_loadgen_parser(commands)
-    return parser
 
 
 def _kinds(text: str) -> tuple[str, ...]:
@@ -198,6 +168,7 @@ def _add_loadgen_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
         help="longest wait for a throttle before the terminating push (default: 5)",
     )
     loadgen.add_argument("--json", action="store_true", help="print the summary as JSON")
+    loadgen.set_defaults(run=_loadgen)
 
 
 def _maintain(args: argparse.Namespace) -> int:
@@ -289,23 +260,3 @@ def _loadgen(args: argparse.Namespace) -> int:
         print(f"telemetry-sink loadgen: no push was accepted{why}", file=sys.stderr)
         return 1
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run a subcommand; with none, print the help and exit 2."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "maintain":
-        return _maintain(args)
-    if args.command == "serve":
-        return _serve(args)
-    if args.command == "admin":
-        return run_admin(args)
-    if args.command == "loadgen":
-        return _loadgen(args)
-    parser.print_help(sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,7 +16,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from ingest.cli import main as cli_main
+from telemetry_sink.cli import main as cli_main
 
 _profiles: list[cProfile.Profile] = []
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-__all__ = ["AppendError", "DeltaAppender", "sync_local_table"]
+__all__ = ["AppendError", "DeltaAppender", "storage_option", "sync_local_table"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,14 @@ REOPEN_EVERY_COMMITS: Final = 100
 memory, and slower commits): measured by ``benchmarks/push_path/soak.py``, +100% resident memory in 10
 minutes. The appender opens the table afresh after this many commits, which keeps both flat."""
 Compression = Literal["UNCOMPRESSED", "SNAPPY", "GZIP", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"]
+
+
+def storage_option(text: str) -> tuple[str, str]:
+    """One delta-rs storage option from the command line, ``KEY=VALUE``; ValueError otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
 
 
 class AppendError(Exception):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from exporters import DeltaLandingExporter, shard_uri
-from ingest.cli import main
+from telemetry_sink.cli import main
 from tests.support.otlp import push
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,6 @@ from deltalake import DeltaTable
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, MetricsData
 
 from exporters import shard_uri
-from ingest.cli import main
 from ingest.codec import decode_payload, decompress
 from ingest.config import ExporterConfig, ServerConfig, SinkConfig
 from ingest.loadgen import (
@@ -61,6 +60,7 @@ from subscriptions import (
     PushTelemetryResponse,
     SubscriptionStore,
 )
+from telemetry_sink.cli import main
 from tests.support.clock import T0, FakeClock
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka"

@@ -1,0 +1,447 @@
+"""Delta access for every Spark job: read a table (at a version, or only what was added since one)
+and write one (append, or replace whole partitions) exactly once.
+
+Two paths behind one class, ``DeltaLake``:
+
+- **The Delta Spark connector**, when the session loaded it (``session.uses_connector``): reads are
+  ``spark.read.format("delta")`` (``versionAsOf``), writes are ``df.write.format("delta")`` with
+  ``txnAppId``/``txnVersion`` (Delta skips a batch it already has) and ``replaceWhere`` over the
+  partitions being replaced. Production images put ``delta-spark_2.13-4.x.jar`` and
+  ``delta-storage-4.x.jar`` in Spark's jars folder, or pass them in ``spark.jars``.
+- **The delta-rs bridge** otherwise (what runs where the connector's jars cannot be had): reads take
+  the snapshot's active files from ``deltalake`` and let Spark's own parquet reader scan them
+  (partition values from the ``column=value`` folders, kept as strings); writes let Spark write
+  parquet into a hidden staging folder of the table, move the files to their partition folders, and
+  commit them as ``add`` actions (with statistics from the parquet footers), together with the
+  ``remove`` actions of the partitions being replaced and the ``txn(app_id, version)``, in one
+  delta-rs transaction. Nothing is visible before that commit; a failed job leaves only unreferenced
+  files (deleted on the way out, else by ``vacuum``).
+
+Both paths answer ``txn_version`` and ``added_files`` through delta-rs, which reads tables written by
+either. Exactly once: a job writes batch ``version`` of ``app_id`` only if the table's ``txn`` for
+``app_id`` is below it, so a re-run commits nothing twice. One writer per ``app_id`` at a time.
+
+Incremental reads: ``added_files(uri, after, until)`` lists the data files that commits
+``after + 1 .. until`` added, leaving out files that only rewrote data already there (``OPTIMIZE``:
+compaction by ``telemetry-sink maintain``), whose rows were counted when first added.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import TableNotFoundError
+from deltalake.transaction import AddAction, RemoveAction
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+from pyspark.sql.pandas.types import from_arrow_schema
+
+__all__ = ["DeltaLake", "LakeError", "Partition", "PartitionFilter", "partition_predicate"]
+
+log = logging.getLogger(__name__)
+
+Partition = Mapping[str, str]
+"""One partition: a value for every partition column."""
+PartitionFilter = tuple[str, Sequence[str]]
+"""A partition column and the values to read."""
+_REWRITES: Final = frozenset({"OPTIMIZE"})
+"""Operations whose added files hold rows already in the table (``dataChange = false``)."""
+_HIVE_NULL: Final = "__HIVE_DEFAULT_PARTITION__"
+_STATS_STRING_MAX: Final = 32
+
+
+class LakeError(Exception):
+    """A table cannot be read or written as asked."""
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What one ``write`` commits: its rows' schema and partitioning, its ``txn``, what it replaces."""
+
+    schema: pa.Schema
+    partition_by: tuple[str, ...]
+    app_id: str
+    version: int
+    replace: Sequence[Partition] | None
+
+
+@dataclass(frozen=True)
+class _WrittenFile:
+    relative: str
+    size: int
+    partition: dict[str, str | None]
+    stats: str
+
+
+def partition_predicate(partitions: Sequence[Partition]) -> str:
+    """A SQL predicate matching exactly these partitions (the connector's ``replaceWhere``)."""
+
+    def literal(value: str) -> str:
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    terms = [
+        "(" + " AND ".join(f"`{column}` = {literal(value)}" for column, value in sorted(p.items())) + ")"
+        for p in partitions
+    ]
+    return " OR ".join(terms) if terms else "false"
+
+
+class DeltaLake:
+    """Delta tables for one Spark session (see the module docstring)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        connector: bool = False,
+    ) -> None:
+        self.spark = spark
+        self.storage_options = dict(storage_options or {})
+        self.connector = connector
+
+    # -- delta-rs: versions, transactions, files ---------------------------------------------------
+
+    def table(self, uri: str, version: int | None = None) -> DeltaTable | None:
+        """The table (at ``version``), or None if there is none at ``uri``."""
+        try:
+            return DeltaTable(uri, version=version, storage_options=self.storage_options or None)
+        except TableNotFoundError:
+            return None
+
+    def version(self, uri: str) -> int | None:
+        """The table's latest version, or None if there is none."""
+        table = self.table(uri)
+        return None if table is None else table.version()
+
+    def txn_version(self, uri: str, app_id: str) -> int:
+        """The last batch ``app_id`` committed to the table, or -1."""
+        table = self.table(uri)
+        if table is None:
+            return -1
+        version = table.transaction_version(app_id)
+        return -1 if version is None else version
+
+    def shards(self, uri: str) -> list[str]:
+        """The Delta tables directly under ``uri`` (a sharded bronze table: one per sink replica),
+        sorted; ``[uri]`` if ``uri`` is itself a table; none if it does not exist."""
+        fs, root = pafs.FileSystem.from_uri(_absolute(uri))
+        if fs.get_file_info(f"{root}/_delta_log").type == pafs.FileType.Directory:
+            return [uri]
+        if fs.get_file_info(root).type != pafs.FileType.Directory:
+            return []
+        children = fs.get_file_info(pafs.FileSelector(root))
+        return sorted(
+            f"{uri.rstrip('/')}/{child.base_name}"
+            for child in children
+            if child.type == pafs.FileType.Directory
+            and fs.get_file_info(f"{child.path}/_delta_log").type == pafs.FileType.Directory
+        )
+
+    def added_files(self, uri: str, after: int, until: int) -> list[str]:
+        """URIs of the data files that commits ``after + 1 .. until`` added and that are still in the
+        table at ``until``... or were replaced since only by a rewrite (see the module docstring)."""
+        if until <= after:
+            return []
+        table = self.table(uri, until)
+        if table is None:
+            raise LakeError(f"no Delta table at {uri}")
+        history = table.history(limit=until - after)
+        rewrites = sorted(
+            int(h["version"])
+            for h in history
+            if after < int(h["version"]) <= until and h.get("operation") in _REWRITES
+        )
+        # between two rewrites the files that appeared are new data; a rewrite's own files are not
+        added: set[str] = set()
+        start = after
+        for boundary in [*rewrites, until + 1]:
+            end = boundary - 1
+            if end > start:
+                before = set(self._files(uri, start)) if start >= 0 else set()
+                added.update(path for path in self._files(uri, end) if path not in before)
+            start = boundary
+        return sorted(added)
+
+    def _files(self, uri: str, version: int) -> list[str]:
+        table = self.table(uri, version)
+        return [] if table is None else table.file_uris()
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def read(
+        self, uri: str, version: int | None = None, *, partitions: PartitionFilter | None = None
+    ) -> DataFrame | None:
+        """The table (at ``version``; only the ``partitions`` whose column takes one of the values,
+        when given), or None if there is none."""
+        if self.connector:
+            if self.table(uri) is None:
+                return None
+            reader = self.spark.read.format("delta")
+            if version is not None:
+                reader = reader.option("versionAsOf", version)
+            frame = reader.load(uri)
+            if partitions is not None:
+                column, values = partitions
+                frame = frame.where(F.col(column).isin(list(values)))
+            return frame
+        table = self.table(uri, version)
+        if table is None:
+            return None
+        if partitions is None:
+            files = table.file_uris()
+        else:
+            column, values = partitions
+            files = table.file_uris(file_pruning_predicate=[(column, "in", list(values))]) if values else []
+        return self.read_files(uri, files, self.arrow_schema(table))
+
+    def read_added(self, uri: str, after: int, until: int) -> DataFrame | None:
+        """The rows that commits ``after + 1 .. until`` added (``added_files``); None if no table."""
+        table = self.table(uri, until) if until >= 0 else None
+        if table is None:
+            return None
+        return self.read_files(uri, self.added_files(uri, after, until), self.arrow_schema(table))
+
+    def read_files(self, uri: str, files: Sequence[str], schema: pa.Schema) -> DataFrame:
+        """These data files of the table at ``uri``, in the table's ``schema`` (partition columns
+        from the folders, as strings)."""
+        spark_schema = from_arrow_schema(schema, prefer_timestamp_ntz=False)
+        if not files:
+            return self.spark.createDataFrame([], spark_schema)
+        frame = (
+            self.spark.read.option("basePath", _spark_path(uri))
+            .schema(spark_schema)
+            .parquet(*(_spark_path(f) for f in files))
+        )
+        return frame.select(*(f"`{name}`" for name in schema.names))
+
+    @staticmethod
+    def arrow_schema(table: DeltaTable) -> pa.Schema:
+        return pa.schema(table.schema().to_arrow())
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def write(
+        self,
+        frame: DataFrame,
+        uri: str,
+        *,
+        schema: pa.Schema,
+        partition_by: Sequence[str],
+        app_id: str,
+        version: int,
+        replace: Sequence[Partition] | None = None,
+    ) -> bool:
+        """Commit ``frame`` as batch ``version`` of ``app_id``: appended, or replacing every row of
+        the ``replace`` partitions (which need not all have new rows). False, writing nothing, if the
+        table already has that batch. The table is created with ``schema`` if it does not exist."""
+        existing = self.table(uri)
+        if existing is not None:
+            self._check_layout(existing, uri, schema, partition_by)
+            committed = existing.transaction_version(app_id)
+            if committed is not None and committed >= version:
+                log.info("%s already has batch %d of %s: nothing to write", uri, version, app_id)
+                return False
+        frame = frame.select(*(f"`{name}`" for name in schema.names))
+        batch = _Batch(schema, tuple(partition_by), app_id, version, replace)
+        if self.connector:
+            self._write_with_connector(frame, uri, batch)
+        else:
+            self._write_with_bridge(frame, uri, batch)
+        return True
+
+    def _check_layout(
+        self, table: DeltaTable, uri: str, schema: pa.Schema, partition_by: Sequence[str]
+    ) -> None:
+        """Refuse a write that does not match the table (a commit would corrupt its metadata)."""
+        columns = table.metadata().partition_columns
+        if list(columns) != list(partition_by):
+            raise LakeError(f"{uri} is partitioned by {columns}, not {list(partition_by)}")
+        have = {f.name: f.type for f in self.arrow_schema(table)}
+        want = {f.name: f.type for f in schema}
+        if have.keys() != want.keys() or any(not have[n].equals(want[n]) for n in want):
+            raise LakeError(f"{uri} has the schema {self.arrow_schema(table)}, not {schema}")
+
+    def _write_with_connector(self, frame: DataFrame, uri: str, batch: _Batch) -> None:
+        writer = (
+            frame.write.format("delta")
+            .partitionBy(*batch.partition_by)
+            .option("txnAppId", batch.app_id)
+            .option("txnVersion", batch.version)
+        )
+        if batch.replace is not None and self.table(uri) is not None:
+            writer = writer.mode("overwrite").option("replaceWhere", partition_predicate(batch.replace))
+        else:
+            writer = writer.mode("append")
+        writer.save(uri)
+
+    def _write_with_bridge(self, frame: DataFrame, uri: str, batch: _Batch) -> None:
+        fs, root = pafs.FileSystem.from_uri(_absolute(uri))
+        staging = f"_staging-{uuid.uuid4().hex}"
+        moved: list[str] = []
+        try:
+            frame.write.mode("errorifexists").partitionBy(*batch.partition_by).parquet(
+                _spark_path(f"{uri.rstrip('/')}/{staging}")
+            )
+            files = self._stage(fs, root, staging, batch.partition_by, moved)
+            table = self.table(uri) or self._create(uri, batch.schema, batch.partition_by)
+            now_ms = int(time.time() * 1000)
+            actions: list[AddAction | RemoveAction] = [
+                AddAction(f.relative, f.size, f.partition, now_ms, True, f.stats) for f in files
+            ]
+            if batch.replace:
+                actions.extend(self._removals(table, batch.replace, now_ms))
+            table.create_write_transaction(
+                actions,
+                mode="append",
+                schema=batch.schema,
+                partition_by=list(batch.partition_by) or None,
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(batch.app_id, batch.version, now_ms)],
+                    max_commit_retries=10,
+                ),
+            )
+        except Exception:
+            for path in moved:  # never referenced by the log: nobody can see them
+                _delete_quietly(fs, path)
+            raise
+        finally:
+            _delete_quietly(fs, f"{root}/{staging}", directory=True)
+
+    def _stage(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        staging: str,
+        partition_by: Sequence[str],
+        moved: list[str],
+    ) -> list[_WrittenFile]:
+        """Move Spark's part files from the staging folder to their partition folders."""
+        written = []
+        selector = pafs.FileSelector(f"{root}/{staging}", recursive=True)
+        for info in fs.get_file_info(selector):
+            name = info.base_name
+            if (
+                info.type != pafs.FileType.File
+                or not name.endswith(".parquet")
+                or name.startswith(("_", "."))
+            ):
+                continue
+            folders = info.path[len(root) + len(staging) + 2 :].split("/")[:-1]
+            partition = _partition_values(folders, partition_by)
+            relative = "/".join([*folders, f"part-{uuid.uuid4().hex}.parquet"])
+            fs.create_dir("/".join([root, *folders]), recursive=True)
+            fs.move(info.path, f"{root}/{relative}")
+            moved.append(f"{root}/{relative}")
+            with fs.open_input_file(f"{root}/{relative}") as handle:
+                stats = _stats(pq.read_metadata(handle))
+            written.append(_WrittenFile(relative, info.size or 0, partition, stats))
+        return written
+
+    def _create(self, uri: str, schema: pa.Schema, partition_by: Sequence[str]) -> DeltaTable:
+        return DeltaTable.create(
+            uri,
+            schema,
+            mode="ignore",
+            partition_by=list(partition_by) or None,
+            storage_options=self.storage_options or None,
+        )
+
+    @staticmethod
+    def _removals(table: DeltaTable, replace: Sequence[Partition], now_ms: int) -> list[RemoveAction]:
+        wanted = {tuple(sorted(p.items())) for p in replace}
+        columns = table.metadata().partition_columns
+        actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        removals = []
+        for action in actions:
+            partition = {column: action.get(f"partition.{column}") for column in columns}
+            if tuple(sorted(partition.items())) in wanted:
+                removals.append(RemoveAction(action["path"], True, now_ms, action["size_bytes"], partition))
+        return removals
+
+
+def _absolute(uri: str) -> str:
+    return uri if "://" in uri else os.path.abspath(uri)
+
+
+def _spark_path(uri: str) -> str:
+    """A path Spark's Hadoop file system reads (``s3://`` is ``s3a://`` to Hadoop)."""
+    if uri.startswith("s3://"):
+        return "s3a://" + uri.removeprefix("s3://")
+    return uri if "://" in uri else os.path.abspath(uri)
+
+
+def _partition_values(folders: Sequence[str], partition_by: Sequence[str]) -> dict[str, str | None]:
+    values: dict[str, str | None] = {}
+    for folder in folders:
+        column, sep, value = folder.partition("=")
+        if not sep:
+            raise LakeError(f"unexpected folder {folder!r} in Spark's output")
+        values[unquote(column)] = None if value == _HIVE_NULL else unquote(value)
+    if sorted(values) != sorted(partition_by):
+        raise LakeError(f"Spark wrote partitions {sorted(values)}, expected {sorted(partition_by)}")
+    return values
+
+
+def _stat_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, bytes):
+        return None
+    return value
+
+
+def _stats(metadata: pq.FileMetaData) -> str:
+    """Delta statistics (``numRecords``, ``minValues``, ``maxValues``, ``nullCount``) of the
+    top-level primitive columns, from a parquet footer."""
+    minimum: dict[str, Any] = {}
+    maximum: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    schema = metadata.schema.to_arrow_schema()
+    for index in range(metadata.num_columns):
+        path = metadata.schema.column(index).path
+        if "." in path or pa.types.is_boolean(schema.field(path).type):
+            continue
+        groups = [metadata.row_group(g).column(index).statistics for g in range(metadata.num_row_groups)]
+        if not groups or any(s is None for s in groups):
+            continue
+        nulls[path] = sum(s.null_count for s in groups)
+        if any(s.num_values and not s.has_min_max for s in groups):
+            continue  # some values without bounds: no bounds at all
+        lows = [v for s in groups if s.has_min_max and (v := _stat_value(s.min)) is not None]
+        highs = [v for s in groups if s.has_min_max and (v := _stat_value(s.max)) is not None]
+        if not lows or not highs or len(lows) != len(highs):
+            continue
+        low, high = min(lows), max(highs)
+        if isinstance(low, str) and max(len(low), len(str(high))) > _STATS_STRING_MAX:
+            continue  # Delta truncates long strings; leaving them out is always correct
+        minimum[path], maximum[path] = low, high
+    return json.dumps(
+        {"numRecords": metadata.num_rows, "minValues": minimum, "maxValues": maximum, "nullCount": nulls}
+    )
+
+
+def _delete_quietly(fs: pafs.FileSystem, path: str, *, directory: bool = False) -> None:
+    try:
+        if directory:
+            fs.delete_dir(path)
+        else:
+            fs.delete_file(path)
+    except (OSError, FileNotFoundError):
+        pass

@@ -1,0 +1,114 @@
+"""The one place that builds the SparkSession of every job.
+
+``spark_session(SparkSettings(...))``: ``local[*]`` by default (the embedded default), any master by
+setting (``k8s://https://...``, ``spark://...``, ``yarn``), and any Spark setting passed through. On
+top of what the caller passes, the session gets the settings the Delta tables need:
+
+- ``spark.sql.session.timeZone=UTC``: dates and buckets are UTC, as the bronze partitions are;
+- ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``: Delta readers reject INT96;
+- ``spark.sql.sources.partitionColumnTypeInference.enabled=false``: partition values stay strings,
+  as Delta keeps them;
+- ``spark.sql.execution.arrow.pyspark.enabled=true`` (the decoder runs in ``mapInArrow``); on a
+  ``local`` master the Python workers run the driver's interpreter (``PYSPARK_PYTHON``, unless set);
+- with the Delta Spark connector (``delta_connector``: ``auto`` uses it when a ``delta-spark`` jar is
+  among ``spark.jars`` or in Spark's own jars folder), its SQL extension and catalog.
+
+Spark's own log noise is kept out of the way: the JVM logs through ``log4j2.properties`` next to this
+module (warnings and errors of Spark only, on stderr), unless the caller passes its own
+``spark.driver.extraJavaOptions``; the UI and the console progress bar are off unless set.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+import pyspark
+from pyspark.sql import SparkSession
+
+__all__ = ["DEFAULT_MASTER", "DELTA_CATALOG", "DELTA_EXTENSION", "SparkSettings", "spark_session"]
+
+DEFAULT_MASTER: Final = "local[*]"
+DELTA_EXTENSION: Final = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG: Final = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+_LOG4J: Final = Path(__file__).with_name("log4j2.properties")
+_REQUIRED: Final = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+_DEFAULTS: Final = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
+}
+
+ConnectorMode = Literal["auto", "on", "off"]
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """How to start Spark: ``master``, ``app_name``, Spark ``settings`` passed through as they are,
+    and whether to use the Delta Spark connector (``auto``: when its jar is there)."""
+
+    master: str = DEFAULT_MASTER
+    app_name: str = "telemetry-sink"
+    settings: Mapping[str, str] = field(default_factory=dict)
+    delta_connector: ConnectorMode = "auto"
+
+    def validate(self) -> list[str]:
+        """Every problem at once (empty when fine)."""
+        problems = []
+        if not self.master:
+            problems.append("spark.master must not be empty")
+        if self.delta_connector not in ("auto", "on", "off"):
+            problems.append(f"spark.delta_connector must be auto, on or off, not {self.delta_connector!r}")
+        problems.extend(
+            f"{key} is set by telemetry-sink to {value} and cannot be changed"
+            for key, value in _REQUIRED.items()
+            if key in self.settings and self.settings[key] != value
+        )
+        return problems
+
+
+def delta_connector_jars(settings: Mapping[str, str]) -> list[str]:
+    """The ``delta-spark`` jars Spark will load: among ``spark.jars`` or in Spark's jars folder."""
+    listed = [jar for jar in settings.get("spark.jars", "").split(",") if "delta-spark" in jar]
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)  # where pip put its jars
+    return listed + sorted(glob.glob(os.path.join(home, "jars", "delta-spark*.jar")))
+
+
+def uses_connector(settings: SparkSettings) -> bool:
+    """Whether a session built with these settings loads the Delta Spark connector."""
+    if settings.delta_connector == "auto":
+        return bool(delta_connector_jars(settings.settings) or settings.settings.get("spark.jars.packages"))
+    return settings.delta_connector == "on"
+
+
+def spark_session(settings: SparkSettings | None = None) -> SparkSession:
+    """A session built from ``settings`` (or gets the running one, which keeps its settings)."""
+    settings = settings or SparkSettings()
+    problems = settings.validate()
+    if problems:
+        raise ValueError("; ".join(problems))
+    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+    for key, value in {**_DEFAULTS, **settings.settings, **_REQUIRED}.items():
+        builder = builder.config(key, value)
+    if settings.master.startswith("local"):
+        # Python workers run this interpreter (its packages), not whatever `python3` is on PATH
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if uses_connector(settings):
+        builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
+            "spark.sql.catalog.spark_catalog", DELTA_CATALOG
+        )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,200 @@
+"""The decode and rollup jobs end to end on a real local Spark, from bronze landed by the real exporter
+(Kafka-client-shaped payloads and the OpenTelemetry SDK's), checked against the pure-Python reference."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+
+from exporters import TelemetryPush
+from spark_jobs.jobs.rollup import ROLLUP_TABLES, run_rollup
+from spark_jobs.lake import DeltaLake
+from spark_jobs.transforms.rollup import CLIENT_KEYS, ENTITY_KEYS
+from tests.support import rollup_reference
+from tests.support.fleet import START_MS, context, kafka_pushes, land, sdk_pushes
+
+pytestmark = pytest.mark.spark
+
+KEYS = {"client": ("bucket_start", *CLIENT_KEYS), "entity": ("bucket_start", *ENTITY_KEYS)}
+
+
+def _rows(uri: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    return rows
+
+
+def _versions(root: Path) -> dict[str, int]:
+    return {t: DeltaTable(str(root / t)).version() for t in ("metric_points", *ROLLUP_TABLES)}
+
+
+def _plain(column: str, value: Any) -> Any:
+    if column == "attributes" and value is not None:
+        return dict(value)  # a map, as delta-rs returns it: a list of pairs
+    return value
+
+
+def _key(row: Mapping[str, Any], keys: Iterable[str]) -> tuple[Any, ...]:
+    return tuple(tuple(row[k]) if isinstance(row[k], list) else row[k] for k in keys)
+
+
+def _same(actual: Any, expected: Any) -> bool:
+    if isinstance(expected, float) and isinstance(actual, float):
+        return math.isclose(actual, expected, rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(actual) == len(expected) and all(
+            _same(a, e) for a, e in zip(actual, expected, strict=True)
+        )
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return actual.keys() == expected.keys() and all(_same(actual[k], expected[k]) for k in expected)
+    return bool(actual == expected)
+
+
+def _assert_matches_reference(root: Path, lookback_s: int = 3600) -> int:
+    """Every gold table equals the reference computed from the silver points; the rows compared."""
+    points = _rows(str(root / "metric_points"))
+    compared = 0
+    for table in ROLLUP_TABLES:
+        by, width = table.split("_")[1], table.split("_")[2]
+        compute = rollup_reference.client_rows if by == "client" else rollup_reference.entity_rows
+        expected = {_key(r, KEYS[by]): r for r in compute(points, width, lookback_s)}  # type: ignore[arg-type]
+        actual = {
+            _key(r, KEYS[by]): {k: _plain(k, v) for k, v in r.items()} for r in _rows(str(root / table))
+        }
+        assert actual.keys() == expected.keys(), table
+        for key, row in expected.items():
+            wrong = {c: (actual[key][c], v) for c, v in row.items() if not _same(actual[key][c], v)}
+            assert not wrong, f"{table} {key}: {wrong}"
+        compared += len(expected)
+    return compared
+
+
+def _protobuf_points(pushes: Iterable[TelemetryPush]) -> int:
+    total = 0
+    for p in pushes:
+        for r in MetricsData.FromString(p.payload).resource_metrics:
+            for s in r.scope_metrics:
+                for m in s.metrics:
+                    kind = m.WhichOneof("data")
+                    total += len(getattr(m, kind).data_points) if kind else 0
+    return total
+
+
+def test_decode_and_rollup_match_an_independent_computation(lake: DeltaLake, tmp_path: Path) -> None:
+    pushes = kafka_pushes() + sdk_pushes()
+    land(pushes, str(tmp_path))
+    land([TelemetryPush(context(3, START_MS), b"\x0a\xff not otlp")], str(tmp_path), replica="r2")
+    report = run_rollup(lake, str(tmp_path))
+    assert report.decode.points == _protobuf_points(pushes) == len(_rows(str(tmp_path / "metric_points")))
+    assert report.decode.quarantined == 1
+    [bad] = _rows(str(tmp_path / "decode_quarantine"))
+    assert bad["reason"]
+    assert bad["payload"] == b"\x0a\xff not otlp"
+    kinds = {r["metric_kind"] for r in _rows(str(tmp_path / "metric_points"))}
+    assert kinds == {"sum", "gauge", "histogram", "exponential_histogram", "summary"}
+    assert _assert_matches_reference(tmp_path) > 100
+    entity = _rows(str(tmp_path / "rollup_entity_1h"))
+    assert {r["quota_entity"] for r in entity} == {f"client-id=,user={u}" for u in ("alice", "bob", "carol")}
+
+
+def test_a_rerun_commits_nothing_and_new_pushes_are_decoded_once(lake: DeltaLake, tmp_path: Path) -> None:
+    first, later = (
+        kafka_pushes(clients=2, pushes=6),
+        kafka_pushes(clients=2, pushes=6, start_ms=START_MS + 600_000),
+    )
+    land(first, str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    versions = _versions(tmp_path)
+    again = run_rollup(lake, str(tmp_path))
+    assert (again.decode.points, again.tables) == (0, [])
+    assert _versions(tmp_path) == versions
+    land(later, str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    points = _rows(str(tmp_path / "metric_points"))
+    assert len(points) == _protobuf_points(first + later)
+    assert len({r["push_id"] for r in points}) == len(first) + len(later)
+    _assert_matches_reference(tmp_path)
+
+
+def test_late_data_recomputes_only_the_buckets_it_touches(lake: DeltaLake, tmp_path: Path) -> None:
+    day1 = kafka_pushes(clients=2, pushes=4, start_ms=START_MS)
+    day2 = kafka_pushes(clients=2, pushes=4, start_ms=START_MS + 2 * 86_400_000)
+    land(day1 + day2, str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    files = {t: set(DeltaTable(str(tmp_path / t)).file_uris()) for t in ROLLUP_TABLES}
+    late = kafka_pushes(clients=1, pushes=1, start_ms=START_MS + 120_000, seed=99)
+    land(late, str(tmp_path))
+    report = run_rollup(lake, str(tmp_path))
+    touched = {t.table: t.partitions for t in report.tables}
+    assert touched["rollup_client_1h"] == ["2026-11-21"]
+    assert all(p.startswith("2026-11-21") for p in touched["rollup_client_1m"])
+    for table in ROLLUP_TABLES:  # the other day's files are the very same files
+        now = set(DeltaTable(str(tmp_path / table)).file_uris())
+        day2_files = {f for f in files[table] if "2026-11-23" in f}
+        assert day2_files, table
+        assert day2_files <= now, table
+    _assert_matches_reference(tmp_path)
+
+
+def test_a_crash_between_silver_and_quarantine_is_caught_up_without_duplicates(
+    lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pushes = kafka_pushes(clients=1, pushes=3)
+    land([*pushes, TelemetryPush(context(5, START_MS), b"garbage")], str(tmp_path))
+    write = DeltaLake.write
+
+    def crash_on_quarantine(self: DeltaLake, frame: Any, uri: str, **kwargs: Any) -> bool:
+        if uri.endswith("decode_quarantine"):
+            raise OSError("the job died here")
+        return write(self, frame, uri, **kwargs)
+
+    monkeypatch.setattr(DeltaLake, "write", crash_on_quarantine)
+    with pytest.raises(OSError, match="died"):
+        run_rollup(lake, str(tmp_path))
+    monkeypatch.undo()
+    report = run_rollup(lake, str(tmp_path))
+    assert report.decode.quarantined == 1
+    assert len(_rows(str(tmp_path / "decode_quarantine"))) == 1
+    assert len(_rows(str(tmp_path / "metric_points"))) == _protobuf_points(pushes)
+
+
+def test_lookback_decides_when_a_cumulative_increase_is_unknown(lake: DeltaLake, tmp_path: Path) -> None:
+    """Pushes 30 s apart from clients that started a minute before: with a lookback of 10 s no
+    cumulative point has a previous one in reach, and only the first push of a series counts whole."""
+    land(kafka_pushes(clients=2, pushes=4), str(tmp_path))
+    run_rollup(lake, str(tmp_path), lookback_s=10)
+    rows = _rows(str(tmp_path / "rollup_client_1h"))
+    cumulative = [r for r in rows if r["temporality"] == "cumulative"]
+    assert cumulative
+    assert all(r["unknown_deltas"] > 0 for r in cumulative)
+    _assert_matches_reference(tmp_path, lookback_s=10)
+
+
+def test_gold_tables_are_partitioned_for_their_recompute_unit(lake: DeltaLake, tmp_path: Path) -> None:
+    land(kafka_pushes(clients=1, pushes=2), str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    expected = {"1m": ["bucket_hour"], "1h": ["bucket_date"]}
+    for table in ROLLUP_TABLES:
+        assert DeltaTable(str(tmp_path / table)).metadata().partition_columns == expected[table[-2:]]
+    schema = pa.schema(DeltaTable(str(tmp_path / "metric_points")).schema().to_arrow())
+    assert schema.field("time").type == pa.timestamp("us", tz="UTC")
+
+
+def test_since_recomputes_every_bucket_from_then_on_without_moving_the_watermark(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    land(kafka_pushes(clients=2, pushes=4), str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    app = "telemetry-sink-rollup/rollup_client_1m"
+    watermark = DeltaTable(str(tmp_path / "rollup_client_1m")).transaction_version(app)
+    report = run_rollup(lake, str(tmp_path), since=datetime(2026, 11, 21, tzinfo=UTC))
+    assert {t.table for t in report.tables} == set(ROLLUP_TABLES)
+    assert DeltaTable(str(tmp_path / "rollup_client_1m")).transaction_version(app) == watermark
+    _assert_matches_reference(tmp_path)

@@ -1,0 +1,225 @@
+"""The Delta access layer on its delta-rs bridge, with a real local Spark session and real tables."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+
+from spark_jobs.lake import DeltaLake, LakeError, partition_predicate
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("at", pa.timestamp("us", tz="UTC")),
+        pa.field("tags", pa.map_(pa.string(), pa.string())),
+        pa.field("day", pa.string(), nullable=False),
+    ]
+)
+T = datetime(2026, 11, 22, 3, 4, 5, 123456, tzinfo=UTC)
+
+
+def _frame(spark: SparkSession, rows: list[tuple[int, str]]) -> DataFrame:
+    """Rows ``(id, day)``."""
+    data = pa.table(
+        {
+            "id": [i for i, _ in rows],
+            "name": [f"n{i}" for i, _ in rows],
+            "at": [T] * len(rows),
+            "tags": [[("k", str(i))] for i, _ in rows],
+            "day": [d for _, d in rows],
+        },
+        schema=SCHEMA,
+    )
+    return spark.createDataFrame(data)
+
+
+def _ids(uri: str) -> dict[str, list[int]]:
+    table = DeltaTable(uri).to_pyarrow_table()
+    out: dict[str, list[int]] = {}
+    for row in table.to_pylist():
+        out.setdefault(row["day"], []).append(row["id"])
+    return {day: sorted(ids) for day, ids in out.items()}
+
+
+def _write(lake: DeltaLake, frame: DataFrame, uri: str, version: int, **kwargs: object) -> bool:
+    return lake.write(
+        frame,
+        uri,
+        schema=SCHEMA,
+        partition_by=["day"],
+        app_id="test-job",
+        version=version,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_bridge_write_creates_a_delta_table_that_delta_rs_and_spark_read_back(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    assert _write(lake, _frame(spark, [(1, "2026-11-21"), (2, "2026-11-22"), (3, "2026-11-22")]), uri, 0)
+    table = DeltaTable(uri)
+    assert table.metadata().partition_columns == ["day"]
+    assert table.transaction_version("test-job") == 0
+    assert _ids(uri) == {"2026-11-21": [1], "2026-11-22": [2, 3]}
+    rows = {r["id"]: r for r in DeltaTable(uri).to_pyarrow_table().to_pylist()}
+    assert rows[2]["at"] == T  # microseconds kept: TIMESTAMP_MICROS, not INT96
+    assert rows[2]["tags"] == [("k", "2")]
+    back = lake.read(uri)
+    assert back is not None
+    assert back.columns == SCHEMA.names
+    assert sorted((r["id"], r["day"]) for r in back.collect()) == [
+        (1, "2026-11-21"),
+        (2, "2026-11-22"),
+        (3, "2026-11-22"),
+    ]
+    assert dict(back.dtypes)["day"] == "string"  # partition values are never inferred as dates
+    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()  # statistics, as delta-rs parsed them
+    assert sum(a["num_records"] for a in actions) == 3
+    assert sorted((a["min.id"], a["max.id"]) for a in actions) == [(1, 1), (2, 3)]
+    assert {(a["min.at"], a["max.at"]) for a in actions} == {(T, T)}
+    leftovers = [name for name in os.listdir(uri) if name.startswith("_staging")]
+    assert leftovers == []
+
+
+def test_a_batch_already_committed_is_not_written_twice(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    frame = _frame(spark, [(1, "2026-11-22")])
+    assert _write(lake, frame, uri, 7)
+    version = DeltaTable(uri).version()
+    assert not _write(lake, frame, uri, 7)  # a re-run
+    assert not _write(lake, frame, uri, 6)  # an older batch
+    assert DeltaTable(uri).version() == version
+    assert _ids(uri) == {"2026-11-22": [1]}
+
+
+def test_replacing_partitions_swaps_exactly_their_rows_in_one_commit(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    _write(lake, _frame(spark, [(1, "2026-11-20"), (2, "2026-11-21"), (3, "2026-11-22")]), uri, 0)
+    before = DeltaTable(uri).version()
+    replace = [{"day": "2026-11-21"}, {"day": "2026-11-22"}]
+    assert _write(lake, _frame(spark, [(20, "2026-11-21"), (21, "2026-11-21")]), uri, 1, replace=replace)
+    assert DeltaTable(uri).version() == before + 1
+    # 11-20 untouched, 11-21 replaced, 11-22 replaced by nothing
+    assert _ids(uri) == {"2026-11-20": [1], "2026-11-21": [20, 21]}
+
+
+def test_a_failed_job_leaves_nothing_visible_and_no_files(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    _write(lake, _frame(spark, [(1, "2026-11-22")]), uri, 0)
+    files_before = sorted(str(p) for p in Path(uri).rglob("*.parquet"))
+    failing = _frame(spark, [(2, "2026-11-22")]).withColumn(
+        "name", F.when(F.col("id") == 2, F.raise_error(F.lit("boom"))).otherwise(F.col("name"))
+    )
+    with pytest.raises(Exception, match="boom"):
+        _write(lake, failing, uri, 1)
+    assert DeltaTable(uri).transaction_version("test-job") == 0
+    assert _ids(uri) == {"2026-11-22": [1]}
+    assert sorted(str(p) for p in Path(uri).rglob("*.parquet")) == files_before
+
+
+def test_a_write_that_does_not_match_the_table_is_refused_before_anything_is_written(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    _write(lake, _frame(spark, [(1, "2026-11-22")]), uri, 0)
+    files_before = sorted(str(p) for p in Path(uri).rglob("*.parquet"))
+    with pytest.raises(LakeError, match="is partitioned by"):
+        lake.write(
+            _frame(spark, [(2, "2026-11-22")]),
+            uri,
+            schema=SCHEMA,
+            partition_by=["day", "name"],  # not the table's
+            app_id="test-job",
+            version=1,
+        )
+    assert sorted(str(p) for p in Path(uri).rglob("*.parquet")) == files_before
+    assert _ids(uri) == {"2026-11-22": [1]}
+
+
+def test_reading_at_a_version_and_only_what_was_added_since(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    for version, rows in enumerate([[(1, "2026-11-21")], [(2, "2026-11-22")], [(3, "2026-11-22")]]):
+        _write(lake, _frame(spark, rows), uri, version)
+    v = DeltaTable(uri).version()
+    old = lake.read(uri, v - 1)
+    assert old is not None
+    assert sorted(r["id"] for r in old.collect()) == [1, 2]
+    added = lake.read_added(uri, v - 2, v)
+    assert added is not None
+    assert sorted(r["id"] for r in added.collect()) == [2, 3]
+    assert lake.added_files(uri, v, v) == []
+
+
+def test_compaction_adds_no_new_rows_to_an_incremental_read(tmp_path: Path, lake: DeltaLake) -> None:
+    """``OPTIMIZE`` rewrites rows already in the table: they were counted when first added."""
+    uri = str(tmp_path / "bronze")
+    batch = pa.table({"id": pa.array([0], pa.int64()), "day": ["2026-11-22"]})
+    for i in range(3):
+        write_deltalake(
+            uri, batch.set_column(0, "id", pa.array([i], pa.int64())), partition_by=["day"], mode="append"
+        )
+    DeltaTable(uri).optimize.compact()
+    write_deltalake(
+        uri, batch.set_column(0, "id", pa.array([9], pa.int64())), partition_by=["day"], mode="append"
+    )
+    latest = DeltaTable(uri).version()  # 0..2 appends, 3 optimize, 4 append
+    assert latest == 4
+    added = lake.read_added(uri, 1, latest)  # version 2 (id 2) and version 4 (id 9), not the compacted file
+    assert added is not None
+    assert sorted(r["id"] for r in added.collect()) == [2, 9]
+    everything = lake.read_added(uri, -1, latest)
+    assert everything is not None
+    assert sorted(r["id"] for r in everything.collect()) == [0, 1, 2, 9]
+
+
+def test_a_missing_table_reads_as_none(lake: DeltaLake, tmp_path: Path) -> None:
+    assert lake.read(str(tmp_path / "nothing")) is None
+    assert lake.version(str(tmp_path / "nothing")) is None
+    assert lake.txn_version(str(tmp_path / "nothing"), "x") == -1
+
+
+def test_partition_predicate_matches_exactly_the_partitions() -> None:
+    assert partition_predicate([{"day": "2026-11-22", "h": "03"}, {"day": "it's"}]) == (
+        "(`day` = '2026-11-22' AND `h` = '03') OR (`day` = 'it\\'s')"
+    )
+    assert partition_predicate([]) == "false"
+
+
+def test_a_commit_that_fails_removes_the_files_it_moved(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A storage fault at commit time (injected: it cannot be caused on a local disk) leaves the
+    table as it was and no stray files."""
+    uri = str(tmp_path / "t")
+    _write(lake, _frame(spark, [(1, "2026-11-22")]), uri, 0)
+    files_before = sorted(str(p) for p in Path(uri).rglob("*.parquet"))
+
+    def broken_commit(*args: object, **kwargs: object) -> None:
+        raise OSError("the object store went away")
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", broken_commit)
+    with pytest.raises(OSError, match="went away"):
+        _write(lake, _frame(spark, [(2, "2026-11-22")]), uri, 1)
+    monkeypatch.undo()
+    assert sorted(str(p) for p in Path(uri).rglob("*.parquet")) == files_before
+    assert _ids(uri) == {"2026-11-22": [1]}
+    assert DeltaTable(uri).transaction_version("test-job") == 0
