@@ -73,11 +73,12 @@ class AuthenticatedRequest:
                 self._pipeline.authenticator,
             )
         except AuthenticationError as exc:
-            seen.code = AUTHENTICATION_FAILED
+            seen.code = AUTHENTICATION_FAILED  # not counted for an entity: it names no principal
             try:
                 await context.abort(AUTHENTICATION_ANSWER.grpc_status, str(exc))
             finally:
                 self._seen.__exit__(None, None, None)
+        seen.client = client
         return client, seen
 
     async def __aexit__(

@@ -98,6 +98,8 @@ AUTHENTICATOR: Final = web.AppKey("authenticator", Authenticator)
 """Where the app keeps the ``Authenticator`` (``request.config_dict[AUTHENTICATOR]``, sub-apps too)."""
 _OUTCOME: Final = web.ResponseKey("outcome", int)
 """The Kafka error code an answer carries, for the request counters."""
+_CLIENT: Final = web.RequestKey("client", ClientContext)
+"""Who sent the request, once known, for the counters by quota entity."""
 _UNAUTHORIZED_HEADERS: Final = MappingProxyType({"WWW-Authenticate": 'Bearer error="invalid_token"'})
 
 
@@ -132,7 +134,11 @@ def request_client(request: web.Request) -> ClientContext:
     peername = transport.get_extra_info("peername") if transport else None
     ssl_object = transport.get_extra_info("ssl_object") if transport else None
     peercert = ssl_object.getpeercert() if ssl_object is not None else None
-    return http_client_context(dict(request.headers), peername, peercert, request.config_dict[AUTHENTICATOR])
+    client = http_client_context(
+        dict(request.headers), peername, peercert, request.config_dict[AUTHENTICATOR]
+    )
+    request[_CLIENT] = client  # for the request's metrics
+    return client
 
 
 def _field(body: Mapping[str, Any], name: str, kind: type, default: Any) -> Any:
@@ -270,6 +276,7 @@ def create_http_app(
         with pipeline.request_metrics.observe("http", rpc) as seen:
             response = await handler(request)
             seen.code = response.get(_OUTCOME, Errors.UNKNOWN_SERVER_ERROR)
+            seen.client = request.get(_CLIENT)
             return response
 
     app = web.Application(client_max_size=max_body_bytes, middlewares=[observed, _errors_as_json])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Final, Literal
 
@@ -29,17 +29,27 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from exporters import QuotaSample
 from ingest.admission import Admission
 from ingest.errors import error_name
 from ingest.quotas import QuotaManagers
-from subscriptions import ClientMetricsManager, Errors
+from subscriptions import ClientContext, ClientMetricsManager, Errors
 
-__all__ = ["CONTENT_TYPE", "RequestMetrics", "RequestObservation", "SinkCollector", "metrics_exposition"]
+__all__ = [
+    "CONTENT_TYPE",
+    "REQUESTS_GROUP",
+    "RequestMetrics",
+    "RequestObservation",
+    "SinkCollector",
+    "metrics_exposition",
+]
 
 Transport = Literal["grpc", "http"]
 Rpc = Literal["GetTelemetrySubscriptions", "PushTelemetry", "Export"]
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+REQUESTS_GROUP: Final = "Requests"
+"""The ``quota_samples`` group of the answers counted by quota entity."""
 _NOT_NAME: Final = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -89,7 +99,7 @@ class RequestObservation:
     """One request being counted and timed: set ``code`` before leaving the ``with`` block (a request
     that leaves by an exception without one counts as UNKNOWN_SERVER_ERROR)."""
 
-    __slots__ = ("_metrics", "_rpc", "_started", "_transport", "code")
+    __slots__ = ("_metrics", "_rpc", "_started", "_transport", "client", "code")
 
     def __init__(self, metrics: RequestMetrics, transport: Transport, rpc: Rpc) -> None:
         self._metrics = metrics
@@ -97,6 +107,8 @@ class RequestObservation:
         self._rpc = rpc
         self._started = 0.0
         self.code: int = Errors.UNKNOWN_SERVER_ERROR
+        self.client: ClientContext | None = None
+        """Who sent it, once known: the answer is then also counted for its quota entity."""
 
     def __enter__(self) -> RequestObservation:
         self._started = time.perf_counter()
@@ -106,13 +118,24 @@ class RequestObservation:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self._metrics.record(self._transport, self._rpc, self.code, time.perf_counter() - self._started)
+        if self.client is not None:
+            self._metrics.count_for_entity(self.client, self._rpc, self.code)
 
 
 class RequestMetrics(Collector):
-    """Request counts by transport, RPC and error code; latency by transport and RPC; admission."""
+    """Request counts by transport, RPC and error code; latency by transport and RPC; admission.
+    Also answers by quota entity, RPC and code since the last ``drain_entity_counts`` (for
+    ``quota_samples``: ``group`` ``Requests``, ``metric`` ``<rpc>/<code>``, the entity's tags, the
+    count)."""
 
-    def __init__(self, admission: Admission) -> None:
+    def __init__(
+        self,
+        admission: Admission,
+        entity_tags: Callable[[ClientContext], Mapping[str, str]] = lambda _: {},
+    ) -> None:
         self.admission = admission
+        self.entity_tags = entity_tags
+        self._by_entity: dict[tuple[tuple[tuple[str, str], ...], str, int], int] = {}
         labels = ("transport", "rpc", "code", "error")
         self._requests = Counter(
             "telemetry_sink_requests",
@@ -145,6 +168,18 @@ class RequestMetrics(Collector):
                 transport, rpc, str(code), error_name(code)
             )
         count.inc()
+
+    def count_for_entity(self, client: ClientContext, rpc: Rpc, code: int) -> None:
+        key = (tuple(sorted(self.entity_tags(client).items())), rpc, code)
+        self._by_entity[key] = self._by_entity.get(key, 0) + 1
+
+    def drain_entity_counts(self) -> list[QuotaSample]:
+        """The answers by quota entity, RPC and code since the previous call, as quota samples."""
+        counts, self._by_entity = self._by_entity, {}
+        return [
+            QuotaSample(REQUESTS_GROUP, f"{rpc}/{code}", tags, float(n))
+            for (tags, rpc, code), n in sorted(counts.items())
+        ]
 
     def collect(self) -> Iterable[Metric]:
         yield from self._requests.collect()

@@ -141,7 +141,9 @@ class TelemetryPipeline:
         self.max_hold_delay_ms = max_hold_delay_ms
         self._thread_time_ns = thread_time_ns
         self.holds = ClientHolds()
-        self.request_metrics = RequestMetrics(self.admission)
+        self.request_metrics = RequestMetrics(
+            self.admission, lambda c: self.quotas.produce.metric_tags(c.principal, c.client_id or "")
+        )
 
     async def get_subscriptions(
         self, request: GetTelemetrySubscriptionsRequest, client: ClientContext

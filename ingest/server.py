@@ -193,7 +193,9 @@ class Sink:
             self._sampling = asyncio.create_task(sample, name="quota-samples")
 
     def _quota_snapshot(self) -> list[QuotaSample]:
-        return quota_samples(self.quotas, self.clock.now_ms())
+        """The quota sensors now, and the answers by quota entity since the previous snapshot."""
+        samples = quota_samples(self.quotas, self.clock.now_ms())
+        return samples + self.pipeline.request_metrics.drain_entity_counts()
 
     async def _until_stopping(self, seconds: float) -> None:
         """The sampler's pause: ``seconds``, or less when the sink stops."""

@@ -8,6 +8,7 @@ top of what the caller passes, the session gets the settings the Delta tables ne
 - ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``: Delta readers reject INT96;
 - ``spark.sql.sources.partitionColumnTypeInference.enabled=false``: partition values stay strings,
   as Delta keeps them;
+- ``spark.sql.globalTempDatabase=telemetry``: the namespace of the tables' views (``views``);
 - ``spark.sql.execution.arrow.pyspark.enabled=true`` (the decoder runs in ``mapInArrow``); on a
   ``local`` master the Python workers run the driver's interpreter (``PYSPARK_PYTHON``, unless set);
 - with the Delta Spark connector (``delta_connector``: ``auto`` uses it when a ``delta-spark`` jar is
@@ -42,6 +43,7 @@ _REQUIRED: Final = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.globalTempDatabase": "telemetry",
 }
 _DEFAULTS: Final = {
     "spark.ui.enabled": "false",

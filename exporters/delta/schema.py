@@ -23,6 +23,14 @@
 | payload | binary | OTLP ``MetricsData``, decompressed and validated |
 | writer_id | string | the sink process that landed it |
 | batch_seq | int64 | that writer's commit sequence number (its Delta ``txn`` version) |
+
+``quota_samples``: one row per sensor value per snapshot: ``sampled_at``, ``date``, ``writer_id``,
+``group`` (the quota type: ``Produce``, ``Request``, ``ConnectionQuotas``...), ``metric`` (Kafka's
+metric name: ``byte-rate``, ``throttle-time``, ``request-time``...), ``entity`` (the tags as
+``k=v,k=v``, sorted: ``client-id=c1,user=alice``), ``tags`` and ``value``. The sink adds the requests
+it answered since its previous snapshot, counted by quota entity: ``group`` ``Requests``, ``metric``
+``<rpc>/<Kafka error code>`` (``PushTelemetry/0``, ``PushTelemetry/89``, ``Export/87``), ``value``
+the count.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The rollup job: silver ``metric_points`` -> the four gold tables, incrementally and exactly once.
+"""The rollup job: silver ``metric_points`` and the bronze tables -> the gold tables, incrementally
+and exactly once.
 
 | table | one row per | partitioned by | computed from |
 |---|---|---|---|
@@ -6,6 +7,13 @@
 | ``rollup_client_1h`` | hour, client instance, metric, attributes | ``bucket_date`` | ``rollup_client_1m`` |
 | ``rollup_entity_1m`` | minute, quota entity, metric | ``bucket_hour`` | ``rollup_client_1m`` |
 | ``rollup_entity_1h`` | hour, quota entity, metric | ``bucket_date`` | ``rollup_client_1h`` |
+| ``rollup_entity_activity_1m`` | minute, quota entity, group, metric | ``bucket_hour`` | see below |
+| ``rollup_entity_activity_1h`` | hour, quota entity, group, metric | ``bucket_date`` | the 1-minute one |
+
+The 1-minute activity table (``transforms.activity``) comes from every shard of bronze
+``telemetry_pushes`` and ``quota_samples`` and from ``decode_quarantine``: it keeps a watermark per
+source shard (app id ``telemetry-sink-rollup/rollup_entity_activity_1m/<table>/<shard>``), and the
+hours one shard touches are recomputed from all of them.
 
 Each gold table remembers the version of its source it has caught up with, as the ``txn`` of app id
 ``telemetry-sink-rollup/<table>``. A run reads only what the source's commits added since that
@@ -20,20 +28,30 @@ version. ``since`` recomputes every partition from that time on as well (after a
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Final, Literal
+from typing import Final
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from spark_jobs.jobs.decode import DecodeReport, run_decode
 from spark_jobs.lake import DeltaLake, PartitionFilter
-from spark_jobs.tables import METRIC_POINTS, table_uri
+from spark_jobs.tables import BRONZE_PUSHES, BRONZE_QUOTA_SAMPLES, METRIC_POINTS, QUARANTINE, table_uri
+from spark_jobs.transforms.activity import (
+    activity_rollup,
+    activity_schema,
+    push_activity,
+    quarantine_activity,
+    sample_activity,
+)
 from spark_jobs.transforms.rollup import (
     DEFAULT_LOOKBACK_S,
     PARTITION_OF,
@@ -44,12 +62,13 @@ from spark_jobs.transforms.rollup import (
     rollup_schema,
 )
 
-__all__ = ["ROLLUP_APP", "ROLLUP_TABLES", "RollupReport", "TableReport", "run_rollup"]
+__all__ = ["ACTIVITY_TABLES", "ROLLUP_APP", "ROLLUP_TABLES", "RollupReport", "TableReport", "run_rollup"]
 
 log = logging.getLogger(__name__)
 
 ROLLUP_APP: Final = "telemetry-sink-rollup"
 ROLLUP_TABLES: Final = ("rollup_client_1m", "rollup_client_1h", "rollup_entity_1m", "rollup_entity_1h")
+ACTIVITY_TABLES: Final = ("rollup_entity_activity_1m", "rollup_entity_activity_1h")
 _HOUR: Final = "yyyy-MM-dd'T'HH"
 
 
@@ -84,28 +103,30 @@ def _distinct(frame: DataFrame, column: str) -> list[str]:
 
 @dataclass(frozen=True)
 class _Step:
-    """How one gold table follows its source."""
+    """How one gold table follows a source table."""
 
     table: str
-    source: str
-    by: Literal["client", "entity"]
+    schema: pa.Schema
     width: Width
     touched: Callable[[DataFrame], list[str]]
     """The target partitions that rows added to the source change."""
-    compute: Callable[[DataFrame, list[str]], DataFrame]
-    """(the source's rows for those partitions, the partitions) -> the partitions' new rows."""
-    source_partitions: Callable[[list[str]], PartitionFilter | None]
-    """Which source partitions to read for those target partitions."""
+    compute: Callable[[int, list[str]], DataFrame]
+    """(the source's version, the partitions) -> the partitions' new rows."""
 
 
 def _refresh(
-    lake: DeltaLake, data_root: str, step: _Step, forced: Sequence[str], progress: Callable[[str], None]
+    lake: DeltaLake,
+    data_root: str,
+    step: _Step,
+    source: str,
+    app_id: str,
+    *,
+    forced: Sequence[str] = (),
+    progress: Callable[[str], None],
 ) -> TableReport | None:
-    """Recompute and replace the partitions of ``step.table`` that its source changed since the
-    version it caught up with (and the ``forced`` ones)."""
+    """Recompute and replace the partitions of ``step.table`` that ``source`` changed since the
+    version the table caught up with (its ``txn`` for ``app_id``), and the ``forced`` ones."""
     target = table_uri(data_root, step.table)
-    source = table_uri(data_root, step.source)
-    app_id = f"{ROLLUP_APP}/{step.table}"
     latest = lake.version(source)
     if latest is None:
         return None
@@ -119,18 +140,15 @@ def _refresh(
         return None
     chosen = sorted(partitions)
     progress(f"{step.table}: recomputing {len(chosen)} partitions ({chosen[0]} .. {chosen[-1]})")
-    rows = lake.read(source, latest, partitions=step.source_partitions(chosen))
-    if rows is None:
-        return None
     if latest <= done:  # only a forced recompute: replacing is idempotent, the watermark stays
         app_id, version = f"{app_id}/since", int(time.time() * 1000)
     else:
         version = latest
     column = PARTITION_OF[step.width]
     lake.write(
-        step.compute(rows, chosen),
+        step.compute(latest, chosen),
         target,
-        schema=rollup_schema(step.by, step.width),
+        schema=step.schema,
         partition_by=[column],
         app_id=app_id,
         version=version,
@@ -153,6 +171,7 @@ def run_rollup(
     if decode:
         report.decode = run_decode(lake, data_root, progress=progress)
     lookback = F.expr(f"INTERVAL {int(lookback_s)} SECONDS")
+    silver = table_uri(data_root, METRIC_POINTS)
 
     def hours_of_points(added: DataFrame) -> list[str]:
         # a point changes its own hour, and the deltas of its series up to lookback_s later
@@ -164,68 +183,125 @@ def run_rollup(
         exploded = added.select(F.explode(hours).alias("hour"))
         return _distinct(exploded.select(F.date_format("hour", _HOUR).alias("h")), "h")
 
+    def hours_of(column: str) -> Callable[[DataFrame], list[str]]:
+        return lambda added: _distinct(added.select(F.date_format(column, _HOUR).alias("h")), "h")
+
     def forced_partitions(pattern: str) -> list[str]:
         """Every partition with silver points from ``since`` on."""
         if since is None:
             return []
-        points = lake.read(table_uri(data_root, METRIC_POINTS))
+        points = lake.read(silver)
         if points is None:
             return []
         recent = points.where(F.col("time") >= F.lit(since.astimezone(UTC)))
         return _distinct(recent.select(F.date_format("time", pattern).alias("p")), "p")
 
-    def client_minutes(points: DataFrame, hours: list[str]) -> DataFrame:
+    def read(table: str, version: int, partitions: PartitionFilter) -> DataFrame:
+        frame = lake.read(table_uri(data_root, table), version, partitions=partitions)
+        assert frame is not None  # it has a version
+        return frame
+
+    def client_minutes(version: int, hours: list[str]) -> DataFrame:
+        wanted = {h for hour in hours for h in _hours_before(hour, lookback_s)}
+        points = read(METRIC_POINTS, version, ("date", sorted({h[:10] for h in wanted})))
         rows = normalize(points, lookback_s).where(F.date_format("time", _HOUR).isin(hours))
         return client_rollup(rows, "1m", time_column="time")
 
-    def silver_partitions(hours: list[str]) -> tuple[str, list[str]]:
-        wanted = {h for hour in hours for h in _hours_before(hour, lookback_s)}
-        return "date", sorted({h[:10] for h in wanted})
+    def day_hours(dates: list[str]) -> PartitionFilter:
+        return "bucket_hour", [f"{d}T{h:02d}" for d in dates for h in range(24)]
 
     def dates_of(added: DataFrame) -> list[str]:
         return sorted({hour[:10] for hour in _distinct(added, "bucket_hour")})
 
-    steps = [
-        _Step(
-            "rollup_client_1m",
-            METRIC_POINTS,
-            "client",
-            "1m",
-            hours_of_points,
-            client_minutes,
-            silver_partitions,
+    def activity_minutes(_: int, hours: list[str]) -> DataFrame:
+        """Every source's samples in these hours (all shards, at their latest versions)."""
+        dates = ("date", sorted({h[:10] for h in hours}))
+        parts = []
+        for table, to_samples in (
+            (BRONZE_PUSHES, push_activity),
+            (BRONZE_QUOTA_SAMPLES, sample_activity),
+        ):
+            for shard in lake.shards(table_uri(data_root, table)):
+                frame = lake.read(shard, partitions=dates)
+                if frame is not None:
+                    parts.append(to_samples(frame))
+        quarantined = lake.read(table_uri(data_root, QUARANTINE), partitions=dates)
+        if quarantined is not None:
+            parts.append(quarantine_activity(quarantined))
+        samples = functools.reduce(DataFrame.unionByName, parts)
+        samples = samples.where(F.date_format("time", _HOUR).isin(hours))
+        return activity_rollup(samples, "1m", from_samples=True)
+
+    client_1m = _Step(
+        "rollup_client_1m", rollup_schema("client", "1m"), "1m", hours_of_points, client_minutes
+    )
+    client_1h = _Step(
+        "rollup_client_1h",
+        rollup_schema("client", "1h"),
+        "1h",
+        dates_of,
+        lambda v, dates: client_rollup(read("rollup_client_1m", v, day_hours(dates)), "1h"),
+    )
+    entity_1m = _Step(
+        "rollup_entity_1m",
+        rollup_schema("entity", "1m"),
+        "1m",
+        lambda added: _distinct(added, "bucket_hour"),
+        lambda v, hours: entity_rollup(read("rollup_client_1m", v, ("bucket_hour", hours)), "1m"),
+    )
+    entity_1h = _Step(
+        "rollup_entity_1h",
+        rollup_schema("entity", "1h"),
+        "1h",
+        lambda added: _distinct(added, "bucket_date"),
+        lambda v, dates: entity_rollup(read("rollup_client_1h", v, ("bucket_date", dates)), "1h"),
+    )
+    activity_1m = _Step(
+        "rollup_entity_activity_1m", activity_schema("1m"), "1m", lambda added: [], activity_minutes
+    )
+    activity_1h = _Step(
+        "rollup_entity_activity_1h",
+        activity_schema("1h"),
+        "1h",
+        dates_of,
+        lambda v, dates: activity_rollup(
+            read("rollup_entity_activity_1m", v, day_hours(dates)), "1h", from_samples=False
         ),
-        _Step(
-            "rollup_client_1h",
-            "rollup_client_1m",
-            "client",
-            "1h",
-            dates_of,
-            lambda rows, _: client_rollup(rows, "1h"),
-            lambda dates: ("bucket_hour", [f"{d}T{h:02d}" for d in dates for h in range(24)]),
-        ),
-        _Step(
-            "rollup_entity_1m",
-            "rollup_client_1m",
-            "entity",
-            "1m",
-            lambda added: _distinct(added, "bucket_hour"),
-            lambda rows, _: entity_rollup(rows, "1m"),
-            lambda hours: ("bucket_hour", hours),
-        ),
-        _Step(
-            "rollup_entity_1h",
-            "rollup_client_1h",
-            "entity",
-            "1h",
-            lambda added: _distinct(added, "bucket_date"),
-            lambda rows, _: entity_rollup(rows, "1h"),
-            lambda dates: ("bucket_date", dates),
-        ),
-    ]
+    )
     forced = {"1m": forced_partitions("yyyy-MM-dd'T'HH"), "1h": forced_partitions("yyyy-MM-dd")}
-    for step in steps:
-        done = _refresh(lake, data_root, step, forced[step.width], progress)
+
+    def refresh(step: _Step, source: str, app_id: str, forced: Sequence[str] = ()) -> None:
+        done = _refresh(lake, data_root, step, source, app_id, forced=forced, progress=progress)
         if done is not None:
             report.tables.append(done)
+
+    for step, source in (
+        (client_1m, METRIC_POINTS),
+        (client_1h, "rollup_client_1m"),
+        (entity_1m, "rollup_client_1m"),
+        (entity_1h, "rollup_client_1h"),
+    ):
+        refresh(step, table_uri(data_root, source), f"{ROLLUP_APP}/{step.table}", forced[step.width])
+    # activity: every shard of every source has its own watermark in the table
+    sources = [
+        (BRONZE_PUSHES, "received_at"),
+        (BRONZE_QUOTA_SAMPLES, "sampled_at"),
+    ]
+    activity_forced = forced["1m"]  # recomputed with the first shard's hours
+    for table, time_column in sources:
+        step = dataclasses.replace(activity_1m, touched=hours_of(time_column))
+        for shard in lake.shards(table_uri(data_root, table)):
+            name = shard.rstrip("/").rsplit("/", 1)[-1]
+            refresh(step, shard, f"{ROLLUP_APP}/{step.table}/{table}/{name}", activity_forced)
+            activity_forced = []
+    quarantine_step = dataclasses.replace(activity_1m, touched=hours_of("received_at"))
+    refresh(
+        quarantine_step, table_uri(data_root, QUARANTINE), f"{ROLLUP_APP}/{activity_1m.table}/{QUARANTINE}"
+    )
+    refresh(
+        activity_1h,
+        table_uri(data_root, activity_1m.table),
+        f"{ROLLUP_APP}/{activity_1h.table}",
+        forced["1h"],
+    )
     return report

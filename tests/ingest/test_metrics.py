@@ -139,6 +139,18 @@ async def test_every_rpc_on_both_ports_is_counted_by_error_code_and_timed(tmp_pa
     }
     assert samples["telemetry_sink_requests_in_flight", ()] == 0
     assert samples["telemetry_sink_requests_max_in_flight", ()] == 2**31 - 1
+    # the same answers by quota entity, for quota_samples (an unknown token names no entity)
+    by_entity = pipeline.request_metrics.drain_entity_counts()
+    assert {s.group for s in by_entity} == {"Requests"}
+    assert {s.tags for s in by_entity} == {(("client-id", ""), ("user", ""))}
+    assert {s.metric: s.value for s in by_entity} == {
+        "GetTelemetrySubscriptions/0": 2,
+        "GetTelemetrySubscriptions/89": 1,
+        "PushTelemetry/0": 1,
+        "Export/0": 2,
+        "Export/87": 1,
+    }
+    assert pipeline.request_metrics.drain_entity_counts() == []  # counted since the previous snapshot
 
 
 async def test_a_quota_metric_tagged_two_ways_is_one_family_with_both_labels() -> None:

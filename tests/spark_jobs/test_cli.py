@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from spark_jobs.cli import parse_since
-from spark_jobs.jobs.rollup import ROLLUP_TABLES
+from spark_jobs.jobs.rollup import ACTIVITY_TABLES, ROLLUP_TABLES
 from tests.support.fleet import kafka_pushes, land
 
 pytestmark = pytest.mark.spark
@@ -37,7 +37,7 @@ def test_rollup_every_runs_until_sigterm_and_reports_each_run(tmp_path: Path) ->
     assert process.returncode == 0
     assert first["points"] > 0
     assert first["quarantined"] == 0
-    assert set(first["tables"]) == set(ROLLUP_TABLES)
+    assert set(first["tables"]) == {*ROLLUP_TABLES, *ACTIVITY_TABLES}
     assert "rollup_client_1m: recomputing" in stderr
     assert "stopping after this run" in stderr
     assert "Traceback" not in stderr

@@ -28,11 +28,18 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 
-from exporters import DeltaLandingExporter, ExportResult, PushContext, TelemetryPush
+from exporters import (
+    DeltaLandingExporter,
+    ExportResult,
+    PushContext,
+    QuotaSample,
+    QuotaSampleRecorder,
+    TelemetryPush,
+)
 from ingest.loadgen import CONSUMER_METRICS, PRODUCER_METRICS, ClientMetricsModel, build_metrics_data
 
 START_MS = 1_795_300_000_000
-"""2026-11-21T21:46:40Z"""
+"""2026-11-21T22:26:40Z"""
 _NS = 1_000_000
 
 
@@ -143,3 +150,17 @@ async def _land(pushes: Sequence[TelemetryPush], table_uri: str, writer_id: str)
 def land(pushes: Sequence[TelemetryPush], data_root: str, replica: str = "r1") -> None:
     """Land the pushes in ``<data_root>/telemetry_pushes/<replica>`` with the real exporter."""
     asyncio.run(_land(pushes, f"{data_root}/telemetry_pushes/{replica}", f"writer-{replica}"))
+
+
+def land_quota_samples(
+    snapshots: Sequence[tuple[int, Sequence[QuotaSample]]], data_root: str, replica: str = "r1"
+) -> None:
+    """Land ``(sampled at ms, samples)`` snapshots in ``<data_root>/quota_samples/<replica>`` with the
+    sink's own recorder."""
+
+    async def record() -> None:
+        recorder = QuotaSampleRecorder(f"{data_root}/quota_samples/{replica}", writer_id=f"writer-{replica}")
+        for at_ms, samples in snapshots:
+            assert await recorder.record(samples, at_ms)
+
+    asyncio.run(record())

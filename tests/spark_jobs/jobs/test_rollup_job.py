@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters import TelemetryPush
-from spark_jobs.jobs.rollup import ROLLUP_TABLES, run_rollup
+from spark_jobs.jobs.rollup import ACTIVITY_TABLES, ROLLUP_TABLES, run_rollup
 from spark_jobs.lake import DeltaLake
 from spark_jobs.transforms.rollup import CLIENT_KEYS, ENTITY_KEYS
 from tests.support import rollup_reference
@@ -195,6 +195,6 @@ def test_since_recomputes_every_bucket_from_then_on_without_moving_the_watermark
     app = "telemetry-sink-rollup/rollup_client_1m"
     watermark = DeltaTable(str(tmp_path / "rollup_client_1m")).transaction_version(app)
     report = run_rollup(lake, str(tmp_path), since=datetime(2026, 11, 21, tzinfo=UTC))
-    assert {t.table for t in report.tables} == set(ROLLUP_TABLES)
+    assert {t.table for t in report.tables} == {*ROLLUP_TABLES, *ACTIVITY_TABLES}
     assert DeltaTable(str(tmp_path / "rollup_client_1m")).transaction_version(app) == watermark
     _assert_matches_reference(tmp_path)

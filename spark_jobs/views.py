@@ -1,0 +1,102 @@
+"""Spark SQL views of every table, under the ``telemetry`` namespace.
+
+``register_views(lake, data_root)`` makes each table a view ``telemetry.<table>``: the bronze tables
+(``telemetry_pushes`` and ``quota_samples``, every replica's shard together), silver
+``metric_points`` and ``decode_quarantine``, and the gold rollups. A view is a snapshot of its table
+as of the call: call it again after a rollup run to see the new data. Tables that do not exist yet
+are left out; the names of the views made are returned.
+
+The views are Spark's global temporary views, whose database the session names ``telemetry``
+(``spark.sql.globalTempDatabase``, set by ``session.spark_session``), so the same SQL works on the
+delta-rs bridge and with the Delta Spark connector. ``EXAMPLE_QUERIES`` are the queries
+``docs/spark.md`` shows (the tests run each of them).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Final
+
+from pyspark.sql import DataFrame
+
+from spark_jobs.jobs.rollup import ACTIVITY_TABLES, ROLLUP_TABLES
+from spark_jobs.lake import DeltaLake
+from spark_jobs.tables import BRONZE_PUSHES, BRONZE_QUOTA_SAMPLES, METRIC_POINTS, QUARANTINE, table_uri
+
+__all__ = ["EXAMPLE_QUERIES", "NAMESPACE", "register_views"]
+
+NAMESPACE: Final = "telemetry"
+SHARDED: Final = (BRONZE_PUSHES, BRONZE_QUOTA_SAMPLES)
+TABLES: Final = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES)
+
+EXAMPLE_QUERIES: Final = {
+    "top clients by a Kafka client metric": """
+SELECT client_instance_id, client_id, principal, SUM(value_sum) AS connections_created
+FROM telemetry.rollup_client_1h
+WHERE metric_name = 'org.apache.kafka.producer.connection.creation.total'
+  AND bucket_start >= TIMESTAMP '2026-11-21 00:00:00'
+GROUP BY client_instance_id, client_id, principal
+ORDER BY connections_created DESC
+LIMIT 10
+""",
+    "slowest clients by request latency": """
+SELECT client_instance_id, client_id, MAX(value_max) AS worst_ms,
+       SUM(value_sum) / SUM(value_count) AS average_ms
+FROM telemetry.rollup_client_1h
+WHERE metric_name LIKE 'org.apache.kafka.%.node.request.latency.avg'
+GROUP BY client_instance_id, client_id
+ORDER BY average_ms DESC
+LIMIT 10
+""",
+    "most throttled quota entities": """
+SELECT quota_entity, `group` AS quota_type,
+       MAX(value_max) AS worst_throttle_ms, SUM(value_sum) / SUM(samples) AS average_throttle_ms
+FROM telemetry.rollup_entity_activity_1h
+WHERE metric = 'throttle-time'
+GROUP BY quota_entity, `group`
+ORDER BY worst_throttle_ms DESC
+LIMIT 10
+""",
+    "push errors by code": """
+SELECT quota_entity, split(metric, '/')[0] AS rpc, CAST(split(metric, '/')[1] AS INT) AS error_code,
+       SUM(value_sum) AS requests
+FROM telemetry.rollup_entity_activity_1h
+WHERE `group` = 'Requests' AND split(metric, '/')[1] <> '0'
+GROUP BY quota_entity, rpc, error_code
+ORDER BY requests DESC
+""",
+    "pushes and bytes by quota entity per hour": """
+SELECT bucket_start, quota_entity,
+       SUM(IF(metric = 'pushes', value_sum, 0)) AS pushes,
+       SUM(IF(metric = 'payload_bytes', value_sum, 0)) AS payload_bytes
+FROM telemetry.rollup_entity_activity_1h
+WHERE `group` = 'telemetry_pushes'
+GROUP BY bucket_start, quota_entity
+ORDER BY bucket_start, quota_entity
+""",
+    "quarantined pushes and why": """
+SELECT date, quota_entity, reason, COUNT(*) AS pushes
+FROM telemetry.decode_quarantine
+GROUP BY date, quota_entity, reason
+ORDER BY pushes DESC
+""",
+}
+
+
+def register_views(lake: DeltaLake, data_root: str) -> list[str]:
+    """Make every existing table a view ``telemetry.<table>``; the names made."""
+    made = []
+    frames: dict[str, DataFrame] = {}
+    for name in SHARDED:
+        shards = [lake.read(uri) for uri in lake.shards(table_uri(data_root, name))]
+        present = [frame for frame in shards if frame is not None]
+        if present:
+            frames[name] = functools.reduce(DataFrame.unionByName, present)
+    for name in TABLES:
+        frame = lake.read(table_uri(data_root, name))
+        if frame is not None:
+            frames[name] = frame
+    for name, frame in frames.items():
+        frame.createOrReplaceGlobalTempView(name)
+        made.append(f"{NAMESPACE}.{name}")
+    return made
