@@ -37,6 +37,7 @@ bench: setup
 	$(BIN)/python benchmarks/subscriptions/bench.py
 	$(BIN)/python benchmarks/quotas/bench.py
 	$(BIN)/python benchmarks/push_path/bench.py
+	$(BIN)/python benchmarks/rollup/bench.py
 
 # Regenerate the gRPC code of ingest/proto/client_telemetry.proto (checked in; a test catches staleness)
 proto: setup

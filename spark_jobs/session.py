@@ -16,7 +16,8 @@ top of what the caller passes, the session gets the settings the Delta tables ne
 
 Spark's own log noise is kept out of the way: the JVM logs through ``log4j2.properties`` next to this
 module (warnings and errors of Spark only, on stderr), unless the caller passes its own
-``spark.driver.extraJavaOptions``; the UI and the console progress bar are off unless set.
+``spark.driver.extraJavaOptions``; the UI and the console progress bar are off unless set. A
+``local`` session gets a 4 GiB heap unless ``spark.driver.memory`` is set.
 """
 
 from __future__ import annotations
@@ -50,8 +51,15 @@ _DEFAULTS: Final = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.adaptive.enabled": "true",
+    # the merges collect arrays (histogram buckets): Spark's object hash aggregate falls back to sorting
+    # after 128 groups anyway, and sorting from the start is faster (benchmarks/README.md, rollup)
+    "spark.sql.execution.useObjectHashAggregateExec": "false",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
 }
+
+LOCAL_DRIVER_MEMORY: Final = "4g"
+"""The heap of a ``local`` session unless ``spark.driver.memory`` says otherwise: Spark's 1 GiB made
+the 1-minute rollup spill 7.7 GiB and spend a fifth of its CPU in GC (benchmarks/README.md, rollup)."""
 
 ConnectorMode = Literal["auto", "on", "off"]
 
@@ -107,6 +115,8 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
     if settings.master.startswith("local"):
         # Python workers run this interpreter (its packages), not whatever `python3` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        if "spark.driver.memory" not in settings.settings:  # the executors live in the driver
+            builder = builder.config("spark.driver.memory", LOCAL_DRIVER_MEMORY)
     if uses_connector(settings):
         builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
             "spark.sql.catalog.spark_catalog", DELTA_CATALOG
