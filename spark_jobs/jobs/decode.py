@@ -4,8 +4,9 @@ and the pushes that do not decode -> ``decode_quarantine``.
 Incremental and exactly once, per bronze shard: the job remembers how far it got in each shard as the
 ``txn`` of app id ``telemetry-sink-decode/<shard>`` in each target table (the bronze version it
 decoded up to). A run reads only the rows the shard's commits added since (``DeltaLake.read_added``),
-decodes them in ``mapInArrow`` (``transforms.decode``), and commits the points and the quarantined
-pushes with the shard's new version as their batch. A re-run, or a run after a crash between the two
+decodes them in ``mapInArrow`` (``transforms.decode``) and commits the points, then decodes again only
+the pushes that gave no point (those quarantined, and empty ones) and commits the quarantined ones;
+both commits carry the shard's new version as their batch. A re-run, or a run after a crash between the two
 commits, writes nothing twice: a table that already has the batch skips it.
 """
 
@@ -15,7 +16,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -123,35 +123,28 @@ def _decode_range(
     bronze = lake.read_added(shard, after, until)
     if bronze is None:
         return report
-    decoded = decode(bronze).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        failed = F.col("quarantine_reason").isNotNull()
-        counts = {
-            row["failed"]: row["count"] for row in decoded.groupBy(failed.alias("failed")).count().collect()
-        }
-        report.points, report.quarantined = counts.get(False, 0), counts.get(True, 0)
-        if silver in targets:
-            points = decoded.where(~failed).select(*METRIC_POINTS_SCHEMA.names)
-            lake.write(
-                points,
-                silver,
-                schema=METRIC_POINTS_SCHEMA,
-                partition_by=["date"],
-                app_id=app_id,
-                version=until,
-            )
-        if quarantine in targets:
-            bad = decoded.where(failed).withColumnRenamed("quarantine_reason", "reason")
-            lake.write(
-                bad.select(*QUARANTINE_SCHEMA.names),
-                quarantine,
-                schema=QUARANTINE_SCHEMA,
-                partition_by=["date"],
-                app_id=app_id,
-                version=until,
-            )
-    finally:
-        decoded.unpersist()
+    failed = F.col("quarantine_reason").isNotNull()
+    suspects = bronze
+    if silver in targets:
+        # one pass decodes and writes the points (no cache: caching cost more than the decode)...
+        before = lake.version(silver)
+        points = decode(bronze).where(~failed).select(*METRIC_POINTS_SCHEMA.names)
+        lake.write(
+            points, silver, schema=METRIC_POINTS_SCHEMA, partition_by=["date"], app_id=app_id, version=until
+        )
+        written = lake.read_added(silver, -1 if before is None else before, lake.version(silver) or 0)
+        if written is not None:
+            report.points = written.count()  # from the parquet footers
+            # ...and only the pushes that gave no point (quarantined, or empty) are decoded again
+            suspects = bronze.join(written.select("push_id").distinct(), "push_id", "left_anti")
+    if quarantine in targets:
+        bad = decode(suspects).where(failed).withColumnRenamed("quarantine_reason", "reason")
+        bad = bad.select(*QUARANTINE_SCHEMA.names).cache()  # small: a few pushes, counted and written
+        report.quarantined = bad.count()
+        lake.write(
+            bad, quarantine, schema=QUARANTINE_SCHEMA, partition_by=["date"], app_id=app_id, version=until
+        )
+        bad.unpersist()
     if report.quarantined:
         log.warning("%s: %d pushes quarantined (see %s)", shard, report.quarantined, quarantine)
     return report
