@@ -3,13 +3,16 @@
 ``telemetry-sink rollup [--once | --every SECONDS] [--since TIME]`` decodes what the bronze tables
 gained and brings the gold rollups up to date (``jobs.rollup``), once or every ``SECONDS`` until
 SIGTERM/SIGINT (a run in progress finishes first). Progress goes to stderr, one line per step; each
-run ends with a JSON summary on stdout.
+run ends with a JSON summary on stdout. A run that fails (storage, Spark) is reported in one line on
+stderr: ``--once`` then exits 1, ``--every`` tries again at the next period (a failed run leaves every
+table consistent, and the next one catches up).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
@@ -23,6 +26,8 @@ from spark_jobs.session import DEFAULT_MASTER, SparkSettings, spark_session, use
 from spark_jobs.transforms.rollup import DEFAULT_LOOKBACK_S
 
 __all__ = ["add_commands", "parse_since"]
+
+log = logging.getLogger(__name__)
 
 
 def parse_since(text: str) -> datetime:
@@ -128,11 +133,19 @@ def _rollup(args: argparse.Namespace) -> int:
             def progress(message: str, started: float = started) -> None:
                 print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
 
-            report = run_rollup(
-                lake, args.data_root, lookback_s=args.lookback_s, since=since, progress=progress
-            )
-            print(json.dumps(_summary(report, time.monotonic() - started)), flush=True)
-            since = None  # a recompute from a time is done once
+            try:
+                report = run_rollup(
+                    lake, args.data_root, lookback_s=args.lookback_s, since=since, progress=progress
+                )
+            except Exception as exc:  # storage or Spark: every table is still consistent (jobs.rollup)
+                log.debug("rollup run failed", exc_info=True)
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                print(f"telemetry-sink rollup: the run failed: {message}", file=sys.stderr, flush=True)
+                if args.every is None:
+                    return 1
+            else:
+                print(json.dumps(_summary(report, time.monotonic() - started)), flush=True)
+                since = None  # a recompute from a time is done once
             if args.every is None or stop.wait(args.every):
                 return 0
     finally:

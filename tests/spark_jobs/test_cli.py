@@ -62,3 +62,32 @@ def test_since_reads_iso_dates_and_times_as_utc_unless_told() -> None:
     assert parse_since("2026-11-22T03:30+01:00") == datetime(2026, 11, 22, 2, 30, tzinfo=UTC)
     with pytest.raises(ValueError, match="ISO 8601"):
         parse_since("yesterday")
+
+
+def test_a_failed_run_is_one_line_on_stderr_and_exit_1(tmp_path: Path) -> None:
+    log = tmp_path / "metric_points" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / "00000000000000000000.json").write_text("this is not a Delta log\n")
+    land(kafka_pushes(clients=1, pushes=1), str(tmp_path))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "telemetry_sink",
+            "rollup",
+            "--master",
+            "local[1]",
+            "--data-root",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    failure = [line for line in done.stderr.splitlines() if line.startswith("telemetry-sink rollup:")]
+    assert len(failure) == 1
+    assert failure[0].startswith("telemetry-sink rollup: the run failed: ")
+    assert "Traceback" not in done.stderr
