@@ -23,6 +23,7 @@ from exporters import list_shards, maintain
 from exporters.delta.maintenance import DEFAULT_RETENTION_HOURS
 from ingest.admin_cli import add_admin_parser, run_admin
 from ingest.config import SinkConfig, SinkConfigError
+from ingest.config_log import CONFIG_LOG_TABLE
 from ingest.loadgen import (
     CLIENT_KINDS,
     DEFAULT_GRPC_ADDRESS,
@@ -58,13 +59,17 @@ def add_commands(
     maintain_cmd = commands.add_parser(
         "maintain",
         parents=[lake],
-        help="compact, vacuum and checkpoint the bronze Delta tables (safe while the sink writes)",
+        help="compact, vacuum and checkpoint the Delta tables (safe while the sink and rollups write)",
         description="Compact small files, vacuum unreferenced ones older than the retention, and "
         "write a checkpoint, for each bronze table under the data root (on a local root, every "
-        "replica's shard <root>/<table>/<replica>; on an object store, name shards with --table-uri).",
+        "replica's shard <root>/<table>/<replica>, and also the rollups' silver and gold tables; on "
+        "an object store, name shards and other tables with --table-uri).",
     )
     maintain_cmd.add_argument(
-        "--table", action="append", choices=BRONZE_TABLES, help="only this table (repeatable; default: all)"
+        "--table",
+        action="append",
+        metavar="NAME",
+        help="only this table under the data root, e.g. telemetry_pushes (repeatable; default: all)",
     )
     maintain_cmd.add_argument(
         "--retention-hours",
@@ -176,7 +181,7 @@ def _maintain(args: argparse.Namespace) -> int:
         print("telemetry-sink maintain: --retention-hours must not be negative", file=sys.stderr)
         return 2
     status = 0
-    for uri in _tables_to_maintain(args.data_root.rstrip("/"), args.table or BRONZE_TABLES, args.table_uri):
+    for uri in _tables_to_maintain(args.data_root.rstrip("/"), args.table or [], args.table_uri):
         try:
             report = maintain(
                 uri,
@@ -197,8 +202,24 @@ def _maintain(args: argparse.Namespace) -> int:
     return status
 
 
+def _derived_tables(root: str) -> list[str]:
+    """The other Delta tables directly under a local data root: the Spark jobs' silver and gold
+    tables (not the config log, whose history the replicas read)."""
+    if not os.path.isdir(root):
+        return []
+    return sorted(
+        name
+        for name in os.listdir(root)
+        if name not in (*BRONZE_TABLES, CONFIG_LOG_TABLE)
+        and os.path.isdir(os.path.join(root, name, "_delta_log"))
+    )
+
+
 def _tables_to_maintain(root: str, names: Sequence[str], extra: Sequence[str]) -> list[str]:
-    """Each named bronze table under the root, or (on a local root) each of its replica shards."""
+    """Each named table under the root, or (on a local root) each of its replica shards; by default
+    the bronze tables and, on a local root, every other table there (silver and gold)."""
+    if not names:
+        names = [*BRONZE_TABLES, *(_derived_tables(root) if "://" not in root else [])]
     uris = []
     for name in names:
         uri = f"{root}/{name}"

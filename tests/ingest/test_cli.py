@@ -10,7 +10,9 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from exporters import DeltaLandingExporter, shard_uri
 from telemetry_sink.cli import main
@@ -105,3 +107,25 @@ def test_maintain_finds_every_replica_shard(tmp_path: Path) -> None:
     reports = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["table_uri"].rsplit("/", 1)[1] for r in reports] == ["sink-0", "sink-1"]
     assert all(r["files_removed_by_compaction"] == 3 for r in reports)
+
+
+def test_maintain_also_compacts_the_rollups_tables_on_a_local_root(tmp_path: Path) -> None:
+    """The Spark jobs replace partitions at every run: their silver and gold tables need vacuuming
+    too. The config log is left alone (the replicas read its history)."""
+    for name in ("metric_points", "rollup_client_1m", "config_log"):
+        for n in range(2):
+            write_deltalake(str(tmp_path / name), pa.table({"n": [n]}), mode="append")
+    result = subprocess.run(
+        [_script(), "maintain", "--data-root", str(tmp_path), "--no-vacuum"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    reports = [json.loads(line) for line in result.stdout.splitlines()]
+    done = {r["table_uri"].rsplit("/", 1)[1]: r.get("files_removed_by_compaction") for r in reports}
+    assert done == {
+        "telemetry_pushes": None,
+        "quota_samples": None,
+        "metric_points": 2,
+        "rollup_client_1m": 2,
+    }
