@@ -35,14 +35,14 @@ def parse_since(text: str) -> datetime:
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"not an ISO 8601 date or time: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date or time: {text!r}") from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _setting(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.startswith("spark."):
-        raise ValueError(f"expected spark.KEY=VALUE, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected spark.KEY=VALUE, got {text!r}")
     return key, value
 
 

@@ -3,6 +3,7 @@ summary per run on stdout, SIGTERM honoured between runs."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import subprocess
@@ -60,7 +61,7 @@ def test_rollup_refuses_bad_options_with_a_clear_message() -> None:
 def test_since_reads_iso_dates_and_times_as_utc_unless_told() -> None:
     assert parse_since("2026-11-22") == datetime(2026, 11, 22, tzinfo=UTC)
     assert parse_since("2026-11-22T03:30+01:00") == datetime(2026, 11, 22, 2, 30, tzinfo=UTC)
-    with pytest.raises(ValueError, match="ISO 8601"):
+    with pytest.raises(argparse.ArgumentTypeError, match="ISO 8601"):
         parse_since("yesterday")
 
 
