@@ -259,7 +259,7 @@ class DeltaLake:
         frame = frame.select(*(f"`{name}`" for name in schema.names))
         batch = _Batch(schema, tuple(partition_by), app_id, version, replace)
         if self.connector:
-            self._write_with_connector(frame, uri, batch)
+            self._write_with_connector(frame, uri, batch, exists=existing is not None)
         else:
             self._write_with_bridge(frame, uri, batch)
         return True
@@ -276,14 +276,14 @@ class DeltaLake:
         if have.keys() != want.keys() or any(not have[n].equals(want[n]) for n in want):
             raise LakeError(f"{uri} has the schema {self.arrow_schema(table)}, not {schema}")
 
-    def _write_with_connector(self, frame: DataFrame, uri: str, batch: _Batch) -> None:
+    def _write_with_connector(self, frame: DataFrame, uri: str, batch: _Batch, *, exists: bool) -> None:
         writer = (
             frame.write.format("delta")
             .partitionBy(*batch.partition_by)
             .option("txnAppId", batch.app_id)
             .option("txnVersion", batch.version)
         )
-        if batch.replace is not None and self.table(uri) is not None:
+        if batch.replace is not None and exists:
             writer = writer.mode("overwrite").option("replaceWhere", partition_predicate(batch.replace))
         else:
             writer = writer.mode("append")
@@ -298,6 +298,7 @@ class DeltaLake:
                 _spark_path(f"{uri.rstrip('/')}/{staging}")
             )
             files = self._stage(fs, root, staging, batch.partition_by, moved)
+            # the newest snapshot, read after Spark's write: the removals are computed against it
             table = self.table(uri) or self._create(uri, batch.schema, batch.partition_by)
             now_ms = int(time.time() * 1000)
             actions: list[AddAction | RemoveAction] = [

@@ -55,6 +55,7 @@ from spark_jobs.transforms.activity import (
 from spark_jobs.transforms.rollup import (
     DEFAULT_LOOKBACK_S,
     PARTITION_OF,
+    PARTITION_PATTERN,
     Width,
     client_rollup,
     entity_rollup,
@@ -69,7 +70,7 @@ log = logging.getLogger(__name__)
 ROLLUP_APP: Final = "telemetry-sink-rollup"
 ROLLUP_TABLES: Final = ("rollup_client_1m", "rollup_client_1h", "rollup_entity_1m", "rollup_entity_1h")
 ACTIVITY_TABLES: Final = ("rollup_entity_activity_1m", "rollup_entity_activity_1h")
-_HOUR: Final = "yyyy-MM-dd'T'HH"
+_HOUR: Final = PARTITION_PATTERN["1m"]
 
 
 @dataclass
@@ -268,7 +269,7 @@ def run_rollup(
             read("rollup_entity_activity_1m", v, day_hours(dates)), "1h", from_samples=False
         ),
     )
-    forced = {"1m": forced_partitions("yyyy-MM-dd'T'HH"), "1h": forced_partitions("yyyy-MM-dd")}
+    forced = {width: forced_partitions(pattern) for width, pattern in PARTITION_PATTERN.items()}
 
     def refresh(step: _Step, source: str, app_id: str, forced: Sequence[str] = ()) -> None:
         done = _refresh(lake, data_root, step, source, app_id, forced=forced, progress=progress)

@@ -23,13 +23,12 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-from spark_jobs.transforms.rollup import PARTITION_OF, Width
+from spark_jobs.transforms.rollup import PARTITION_OF, Width, bucket, partition
 
 __all__ = ["activity_rollup", "activity_schema", "push_activity", "quarantine_activity", "sample_activity"]
 
 _TS: Final = pa.timestamp("us", tz="UTC")
 _KEYS: Final = ("quota_entity", "group", "metric")
-_UNIT: Final = {"1m": "minute", "1h": "hour"}
 
 
 def activity_schema(width: Width) -> pa.Schema:
@@ -104,7 +103,7 @@ def activity_rollup(rows: DataFrame, width: Width, *, from_samples: bool) -> Dat
         )
     order = F.struct("last_time", "value_last")
     merged = (
-        rows.withColumn("bucket_start", F.date_trunc(_UNIT[width], "bucket_start"))
+        rows.withColumn("bucket_start", bucket("bucket_start", width))
         .groupBy("bucket_start", *_KEYS)
         .agg(
             F.sum("samples").alias("samples"),
@@ -115,6 +114,5 @@ def activity_rollup(rows: DataFrame, width: Width, *, from_samples: bool) -> Dat
             F.max("last_time").alias("last_time"),
         )
     )
-    pattern = "yyyy-MM-dd'T'HH" if width == "1m" else "yyyy-MM-dd"
-    merged = merged.withColumn(PARTITION_OF[width], F.date_format("bucket_start", pattern))
+    merged = merged.withColumn(PARTITION_OF[width], partition(width))
     return merged.select(*activity_schema(width).names)

@@ -40,16 +40,22 @@ __all__ = [
     "CLIENT_KEYS",
     "DEFAULT_LOOKBACK_S",
     "ENTITY_KEYS",
+    "PARTITION_OF",
+    "PARTITION_PATTERN",
     "Width",
+    "bucket",
     "client_rollup",
     "entity_rollup",
     "normalize",
+    "partition",
     "rollup_schema",
 ]
 
 DEFAULT_LOOKBACK_S: Final = 3600
 Width = Literal["1m", "1h"]
 _UNIT: Final = {"1m": "minute", "1h": "hour"}
+PARTITION_PATTERN: Final = {"1m": "yyyy-MM-dd'T'HH", "1h": "yyyy-MM-dd"}
+"""How a bucket is written in its table's partition column (Spark datetime patterns)."""
 PARTITION_OF: Final = {"1m": "bucket_hour", "1h": "bucket_date"}
 
 SERIES: Final = ("client_instance_id", "metric_name", "metric_kind", "attributes_key")
@@ -243,12 +249,14 @@ def normalize(points: DataFrame, lookback_s: int = DEFAULT_LOOKBACK_S) -> DataFr
 # -- rows -> merged rows ----------------------------------------------------------------------------
 
 
-def _bucket(time_column: str, width: Width) -> Column:
+def bucket(time_column: str, width: Width) -> Column:
+    """The start of the bucket of ``width`` holding each row's ``time_column``."""
     return F.date_trunc(_UNIT[width], F.col(time_column))
 
 
-def _partition(width: Width) -> Column:
-    pattern = "yyyy-MM-dd'T'HH" if width == "1m" else "yyyy-MM-dd"
+def partition(width: Width) -> Column:
+    """The partition column of a table of ``width`` buckets, from ``bucket_start``."""
+    pattern = PARTITION_PATTERN[width]
     return F.date_format("bucket_start", pattern).alias(PARTITION_OF[width])
 
 
@@ -323,7 +331,7 @@ def merge(
 ) -> DataFrame:
     """Rows in the measures' shape -> one row per (bucket of ``width``, ``keys``); ``latest``
     columns take their value from the group's last row, ``extra`` aggregates are added."""
-    rows = rows.withColumn("bucket_start", _bucket(time_column, width))
+    rows = rows.withColumn("bucket_start", bucket(time_column, width))
     group = ["bucket_start", *keys]
     # exponential buckets: bring every row of a group to the group's smallest scale first
     exp = F.col("metric_kind") == "exponential_histogram"
@@ -361,7 +369,7 @@ def merge(
         F.max_by("quantiles", F.when(F.col("quantiles").isNotNull(), order)).alias("quantiles"),
         *extra,
     )
-    return merged.withColumn(PARTITION_OF[width], _partition(width))
+    return merged.withColumn(PARTITION_OF[width], partition(width))
 
 
 def client_rollup(rows: DataFrame, width: Width, time_column: str = "bucket_start") -> DataFrame:
