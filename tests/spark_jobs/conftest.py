@@ -11,6 +11,15 @@ from spark_jobs.lake import DeltaLake
 from spark_jobs.session import SparkSettings, spark_session
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs the Spark tests in a process of their own (``-m spark``): one that uses the
+    session without the mark would start the JVM in the other process."""
+    for item in items:
+        uses_spark = {"spark", "lake"} & set(getattr(item, "fixturenames", ()))
+        if uses_spark and item.get_closest_marker("spark") is None:
+            raise pytest.UsageError(f"{item.nodeid} uses Spark: mark it with pytest.mark.spark")
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     session = spark_session(
