@@ -8,13 +8,17 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 COMPILED := $(wildcard ingest/quotas/*.py)  # setup.py compiles some of them with mypyc
 
-.PHONY: setup test lint typecheck unit run bench proto clean
+.PHONY: setup browser test lint typecheck unit run bench proto clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py scripts/setup.sh $(COMPILED)
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup.sh
 	touch $(STAMP)
+
+# The browser tests' Chromium (Debian's package; installed when missing and we are root on Debian)
+browser:
+	bash scripts/browser.sh
 
 lint: setup
 	$(BIN)/ruff check .
@@ -26,7 +30,7 @@ typecheck: setup
 
 # Two processes: the Spark tests start their JVM in a process where no gRPC test has run (spawning the
 # JVM from a process with live gRPC threads failed now and then). Together they are every test.
-unit: setup
+unit: setup browser
 	$(BIN)/pytest -m "not spark"
 	$(BIN)/pytest -m spark
 

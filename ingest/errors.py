@@ -29,6 +29,7 @@ from typing import Final, NamedTuple
 import grpc
 
 from subscriptions import Errors
+from subscriptions.errors import AUTHENTICATION_FAILED, error_name
 
 __all__ = [
     "ADMIN_HTTP_STATUS",
@@ -41,9 +42,6 @@ __all__ = [
     "otlp_answer",
     "retry_after_seconds",
 ]
-
-AUTHENTICATION_FAILED: Final = 58
-"""Kafka's SASL_AUTHENTICATION_FAILED: the code an unknown bearer token is answered and counted with."""
 
 
 class OtlpAnswer(NamedTuple):
@@ -91,16 +89,6 @@ def otlp_answer(error: Errors) -> OtlpAnswer:
 def admin_http_status(error: Errors) -> int:
     """The HTTP status of an admin answer (codes the admin API does not produce are 500)."""
     return ADMIN_HTTP_STATUS.get(error, 500)
-
-
-def error_name(code: int) -> str:
-    """The name of a Kafka error code this sink answers with (``UNKNOWN_<code>`` for any other)."""
-    if code == AUTHENTICATION_FAILED:
-        return "SASL_AUTHENTICATION_FAILED"
-    try:
-        return Errors(code).name
-    except ValueError:
-        return f"UNKNOWN_{code}"
 
 
 def retry_after_seconds(throttle_ms: int) -> int:

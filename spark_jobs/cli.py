@@ -1,4 +1,4 @@
-"""The Spark side's subcommand of ``telemetry-sink``: ``rollup``.
+"""The Spark side's subcommands of ``telemetry-sink``: ``rollup`` and ``dashboard``.
 
 ``telemetry-sink rollup [--once | --every SECONDS] [--since TIME]`` decodes what the bronze tables
 gained and brings the gold rollups up to date (``jobs.rollup``), once or every ``SECONDS`` until
@@ -6,6 +6,11 @@ SIGTERM/SIGINT (a run in progress finishes first). Progress goes to stderr, one 
 run ends with a JSON summary on stdout. A run that fails (storage, Spark) is reported in one line on
 stderr: ``--once`` then exits 1, ``--every`` tries again at the next period (a failed run leaves every
 table consistent, and the next one catches up).
+
+``telemetry-sink dashboard [--from T] [--to T] [--out FILE.html] [--serve --port P]`` renders the
+dashboard (``spark_jobs.dashboards``) of a window (default: the last 24 hours) into one offline HTML
+file, or serves it, rendered again every ``--refresh`` seconds, until SIGTERM/SIGINT. A failed render is
+one line on stderr (exit 1; with ``--serve`` the previous page stays up).
 """
 
 from __future__ import annotations
@@ -17,9 +22,14 @@ import signal
 import sys
 import threading
 import time
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import FrameType
+from typing import Final
 
+from spark_jobs.dashboards import Window, build_page
+from spark_jobs.dashboards.serve import DashboardServer
 from spark_jobs.jobs.rollup import RollupReport, run_rollup
 from spark_jobs.lake import DeltaLake
 from spark_jobs.session import DEFAULT_MASTER, SparkSettings, spark_session, uses_connector
@@ -28,6 +38,8 @@ from spark_jobs.transforms.rollup import DEFAULT_LOOKBACK_S
 __all__ = ["add_commands", "parse_since"]
 
 log = logging.getLogger(__name__)
+
+DASHBOARD_SPAN: Final = timedelta(days=1)
 
 
 def parse_since(text: str) -> datetime:
@@ -49,10 +61,21 @@ def _setting(text: str) -> tuple[str, str]:
 def add_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], lake: argparse.ArgumentParser
 ) -> None:
-    """``rollup``, with the ``lake`` options (``--data-root``, ``--storage-option``)."""
+    """``rollup`` and ``dashboard``, with the ``lake`` options (``--data-root``, ``--storage-option``)."""
+    spark = argparse.ArgumentParser(add_help=False)
+    spark.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default: {DEFAULT_MASTER})")
+    spark.add_argument(
+        "--conf", type=_setting, action="append", default=[], metavar="spark.KEY=VALUE", help="repeatable"
+    )
+    spark.add_argument(
+        "--delta-connector",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the Delta Spark connector: auto uses it when its jar is on Spark's classpath",
+    )
     rollup = commands.add_parser(
         "rollup",
-        parents=[lake],
+        parents=[lake, spark],
         help="decode the landed pushes and roll them up by client and by quota entity (Spark)",
         description="Decode what the bronze tables gained into metric_points, quarantine what does not "
         "decode, and recompute the 1-minute and 1-hour rollups that the new data touches, exactly once. "
@@ -73,17 +96,8 @@ def add_commands(
         default=DEFAULT_LOOKBACK_S,
         help=f"how far back a cumulative point's previous point may be (default: {DEFAULT_LOOKBACK_S})",
     )
-    rollup.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default: {DEFAULT_MASTER})")
-    rollup.add_argument(
-        "--conf", type=_setting, action="append", default=[], metavar="spark.KEY=VALUE", help="repeatable"
-    )
-    rollup.add_argument(
-        "--delta-connector",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="the Delta Spark connector: auto uses it when its jar is on Spark's classpath",
-    )
     rollup.set_defaults(run=_rollup)
+    _add_dashboard(commands, [lake, spark])
 
 
 def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
@@ -101,6 +115,36 @@ def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
     }
 
 
+def _spark_settings(args: argparse.Namespace, command: str) -> SparkSettings | None:
+    """The Spark settings of the options, or None (said on stderr) when they are wrong."""
+    settings = SparkSettings(
+        master=args.master, settings=dict(args.conf), delta_connector=args.delta_connector
+    )
+    problems = settings.validate()
+    if problems:
+        print(f"telemetry-sink {command}: {'; '.join(problems)}", file=sys.stderr)
+        return None
+    return settings
+
+
+def _stop_on_signals(command: str, what: str) -> threading.Event:
+    """An event set on SIGTERM/SIGINT (saying ``what`` happens next on stderr)."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        print(f"telemetry-sink {command}: {what}", file=sys.stderr, flush=True)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, request_stop)
+    return stop
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _rollup(args: argparse.Namespace) -> int:
     if args.every is not None and args.every <= 0:
         print("telemetry-sink rollup: --every must be positive", file=sys.stderr)
@@ -108,21 +152,10 @@ def _rollup(args: argparse.Namespace) -> int:
     if args.lookback_s < 0:
         print("telemetry-sink rollup: --lookback-s must not be negative", file=sys.stderr)
         return 2
-    settings = SparkSettings(
-        master=args.master, settings=dict(args.conf), delta_connector=args.delta_connector
-    )
-    problems = settings.validate()
-    if problems:
-        print(f"telemetry-sink rollup: {'; '.join(problems)}", file=sys.stderr)
+    settings = _spark_settings(args, "rollup")
+    if settings is None:
         return 2
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        print("telemetry-sink rollup: stopping after this run", file=sys.stderr, flush=True)
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, request_stop)
+    stop = _stop_on_signals("rollup", "stopping after this run")
     spark = spark_session(settings)
     lake = DeltaLake(spark, storage_options=dict(args.storage_option), connector=uses_connector(settings))
     since = args.since
@@ -139,8 +172,9 @@ def _rollup(args: argparse.Namespace) -> int:
                 )
             except Exception as exc:  # storage or Spark: every table is still consistent (jobs.rollup)
                 log.debug("rollup run failed", exc_info=True)
-                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                print(f"telemetry-sink rollup: the run failed: {message}", file=sys.stderr, flush=True)
+                print(
+                    f"telemetry-sink rollup: the run failed: {_first_line(exc)}", file=sys.stderr, flush=True
+                )
                 if args.every is None:
                     return 1
             else:
@@ -148,5 +182,131 @@ def _rollup(args: argparse.Namespace) -> int:
                 since = None  # a recompute from a time is done once
             if args.every is None or stop.wait(args.every):
                 return 0
+    finally:
+        spark.stop()
+
+
+def _add_dashboard(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
+    dashboard = commands.add_parser(
+        "dashboard",
+        parents=parents,
+        help="render the Spark SQL dashboard of the rollups as one offline HTML page, or serve it",
+        description="Run the dashboard's named Spark SQL queries (spark_jobs/dashboards/queries/*.sql) over "
+        "the 1-minute rollups of a window and render one self-contained HTML page: fleet overview, top "
+        "client instances and quota entities by Kafka client metric, throttling, client drill-down, config "
+        "history. The window is the 24 hours up to now unless --from/--to say otherwise.",
+    )
+    dashboard.add_argument(
+        "--from", dest="start", type=parse_since, metavar="TIME", help="window start (ISO 8601)"
+    )
+    dashboard.add_argument(
+        "--to", dest="end", type=parse_since, metavar="TIME", help="window end, excluded (default: now)"
+    )
+    dashboard.add_argument(
+        "--out", metavar="FILE.html", help="write the page here (default without --serve: dashboard.html)"
+    )
+    dashboard.add_argument(
+        "--serve", action="store_true", help="serve the page over HTTP, rendered again periodically"
+    )
+    dashboard.add_argument(
+        "--host", default="127.0.0.1", help="--serve: address to listen on (default: 127.0.0.1)"
+    )
+    dashboard.add_argument("--port", type=int, default=8050, help="--serve: port (default: 8050)")
+    dashboard.add_argument(
+        "--refresh",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="--serve: render every SECONDS (default: 60)",
+    )
+    dashboard.add_argument(
+        "--metric", help="the Kafka client metric the rankings open on (a menu offers every one)"
+    )
+    dashboard.add_argument("--top", type=int, default=10, help="rows of each ranking (default: 10)")
+    dashboard.add_argument(
+        "--max-clients", type=int, default=1000, help="client instances in the drill-down (default: 1000)"
+    )
+    dashboard.set_defaults(run=_dashboard)
+
+
+def _window(args: argparse.Namespace) -> Window:
+    """The window of the options now: ``--to`` (default: the end of this minute) back to ``--from``
+    (default: 24 hours earlier)."""
+    limits = {"top": args.top, "max_clients": args.max_clients}
+    if args.end is None:
+        window = Window.last(DASHBOARD_SPAN, datetime.now(UTC), **limits)
+        return window if args.start is None else replace(window, start=args.start)
+    return Window(args.start or args.end - DASHBOARD_SPAN, args.end, **limits)
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    problems = _window(args).problems()
+    if args.serve and not 0 <= args.port <= 65535:
+        problems.append(f"--port must be between 0 and 65535, got {args.port}")
+    if args.serve and not args.refresh > 0:
+        problems.append("--refresh must be positive")
+    if problems:
+        print(f"telemetry-sink dashboard: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    settings = _spark_settings(args, "dashboard")
+    if settings is None:
+        return 2
+    out = Path(args.out) if args.out else (None if args.serve else Path("dashboard.html"))
+    spark = spark_session(settings)
+    lake = DeltaLake(spark, storage_options=dict(args.storage_option), connector=uses_connector(settings))
+
+    def render() -> str:
+        started = time.monotonic()
+        window = _window(args)
+        page, results = build_page(
+            spark,
+            lake,
+            args.data_root,
+            window,
+            metric=args.metric,
+            refresh_s=args.refresh if args.serve else None,
+        )
+        if out is not None:
+            temporary = out.with_name(f".{out.name}.tmp")
+            temporary.write_text(page, encoding="utf-8")
+            temporary.replace(out)
+        rows = sum(len(r.rows) for r in results.values())
+        where = f" -> {out}" if out is not None else ""
+        print(
+            f"telemetry-sink dashboard: {len(results)} queries, {rows} rows, "
+            f"{len(page) / 2**20:.1f} MiB page in {time.monotonic() - started:.1f} s{where}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return page
+
+    try:
+        if not args.serve:
+            try:
+                render()
+            except Exception as exc:  # storage, Spark or the output file
+                log.debug("dashboard failed", exc_info=True)
+                print(f"telemetry-sink dashboard: {_first_line(exc)}", file=sys.stderr, flush=True)
+                return 1
+            return 0
+        stop = _stop_on_signals("dashboard", "stopping")
+        try:
+            server = DashboardServer(render, host=args.host, port=args.port, refresh_s=args.refresh)
+        except OSError as exc:
+            print(
+                f"telemetry-sink dashboard: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr
+            )
+            return 1
+        server.start()
+        print(
+            f"telemetry-sink dashboard: serving http://{args.host}:{server.port}/",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop.wait()
+        server.stop()
+        return 0
     finally:
         spark.stop()

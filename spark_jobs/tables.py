@@ -49,6 +49,7 @@ import pyarrow as pa
 __all__ = [
     "BRONZE_PUSHES",
     "BRONZE_QUOTA_SAMPLES",
+    "CONFIG_LOG",
     "METRIC_POINTS",
     "METRIC_POINTS_SCHEMA",
     "QUARANTINE",
@@ -62,6 +63,9 @@ BRONZE_QUOTA_SAMPLES: Final = "quota_samples"
 """Sharded like ``telemetry_pushes``."""
 METRIC_POINTS: Final = "metric_points"
 QUARANTINE: Final = "decode_quarantine"
+CONFIG_LOG: Final = "config_log"
+"""The admin API's subscription and quota changes, written by the front end (``ingest.config_log``
+owns its schema); the Spark side only reads it (the dashboard's config history)."""
 
 _TS: Final = pa.timestamp("us", tz="UTC")
 _MAP: Final = pa.map_(pa.string(), pa.string())

@@ -2,9 +2,9 @@
 
 ``register_views(lake, data_root)`` makes each table a view ``telemetry.<table>``: the bronze tables
 (``telemetry_pushes`` and ``quota_samples``, every replica's shard together), silver
-``metric_points`` and ``decode_quarantine``, and the gold rollups. A view is a snapshot of its table
-as of the call: call it again after a rollup run to see the new data. Tables that do not exist yet
-are left out; the names of the views made are returned.
+``metric_points`` and ``decode_quarantine``, the gold rollups, and the admin API's ``config_log``. A
+view is a snapshot of its table as of the call: call it again after a rollup run to see the new data.
+Tables that do not exist yet are left out; the names of the views made are returned.
 
 The views are Spark's global temporary views, whose database the session names ``telemetry``
 (``spark.sql.globalTempDatabase``, set by ``session.spark_session``), so the same SQL works on the
@@ -21,13 +21,20 @@ from pyspark.sql import DataFrame
 
 from spark_jobs.jobs.rollup import ACTIVITY_TABLES, ROLLUP_TABLES
 from spark_jobs.lake import DeltaLake
-from spark_jobs.tables import BRONZE_PUSHES, BRONZE_QUOTA_SAMPLES, METRIC_POINTS, QUARANTINE, table_uri
+from spark_jobs.tables import (
+    BRONZE_PUSHES,
+    BRONZE_QUOTA_SAMPLES,
+    CONFIG_LOG,
+    METRIC_POINTS,
+    QUARANTINE,
+    table_uri,
+)
 
 __all__ = ["EXAMPLE_QUERIES", "NAMESPACE", "register_views"]
 
 NAMESPACE: Final = "telemetry"
 SHARDED: Final = (BRONZE_PUSHES, BRONZE_QUOTA_SAMPLES)
-TABLES: Final = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES)
+TABLES: Final = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES, CONFIG_LOG)
 
 EXAMPLE_QUERIES: Final = {
     "top clients by a Kafka client metric": """

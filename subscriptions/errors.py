@@ -15,8 +15,20 @@ of the process, so transient problems must never be answered with those.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Final
 
-__all__ = ["Errors", "InvalidConfigError", "InvalidRequestError", "SubscriptionError"]
+__all__ = [
+    "AUTHENTICATION_FAILED",
+    "Errors",
+    "InvalidConfigError",
+    "InvalidRequestError",
+    "SubscriptionError",
+    "error_name",
+]
+
+AUTHENTICATION_FAILED: Final = 58
+"""Kafka's SASL_AUTHENTICATION_FAILED: the code an unknown bearer token is answered and counted with
+(``ingest.security``); not an ``Errors`` member, since the subscription core never answers it."""
 
 
 class Errors(IntEnum):
@@ -73,3 +85,13 @@ class InvalidConfigError(SubscriptionError):
     """INVALID_CONFIG (40): a value does not parse as its key's type, or a match pattern is bad."""
 
     error = Errors.INVALID_CONFIG
+
+
+def error_name(code: int) -> str:
+    """The name of a Kafka error code this sink answers with (``UNKNOWN_<code>`` for any other)."""
+    if code == AUTHENTICATION_FAILED:
+        return "SASL_AUTHENTICATION_FAILED"
+    try:
+        return Errors(code).name
+    except ValueError:
+        return f"UNKNOWN_{code}"

@@ -1,6 +1,6 @@
 """The ``telemetry-sink`` command line: the front end's subcommands (``ingest.cli``: ``serve``,
-``maintain``, ``admin``, ``loadgen``) and the Spark side's (``spark_jobs.cli``: ``rollup``) under one
-parser. Each subcommand carries the function that runs it."""
+``maintain``, ``admin``, ``loadgen``) and the Spark side's (``spark_jobs.cli``: ``rollup``,
+``dashboard``) under one parser. Each subcommand carries the function that runs it."""
 
 from __future__ import annotations
 

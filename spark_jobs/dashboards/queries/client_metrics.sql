@@ -1,0 +1,27 @@
+-- The drill-down of clients.sql: every metric of those client instances over the window, measured
+-- as in top_clients.sql, with its last value (gauges and cumulative sums).
+WITH window_rows AS (
+  SELECT *
+  FROM telemetry.rollup_client_1m
+  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
+                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
+    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
+),
+shown AS (
+  SELECT client_instance_id FROM window_rows
+  GROUP BY client_instance_id
+  ORDER BY MAX(last_time) DESC, client_instance_id
+  LIMIT dashboard_max_clients
+)
+SELECT client_instance_id, metric_name, metric_kind,
+       MAX_BY(metric_unit, last_time) AS metric_unit,
+       CASE WHEN metric_kind = 'sum' THEN 'increase' ELSE 'average' END AS measure,
+       CASE WHEN metric_kind = 'gauge' THEN SUM(value_sum) / SUM(value_count)
+            WHEN metric_kind = 'sum' THEN SUM(value_sum)
+            ELSE SUM(sum) / SUM(count) END AS value,
+       COALESCE(MAX(value_max), MAX(max)) AS peak,
+       COUNT(DISTINCT attributes_key) AS series,
+       SUM(points) AS points
+FROM window_rows JOIN shown USING (client_instance_id)
+GROUP BY client_instance_id, metric_name, metric_kind
+ORDER BY client_instance_id, metric_name, metric_kind

@@ -1,0 +1,28 @@
+-- Fleet overview per minute: client instances that sent metrics, pushes landed, their bytes and the
+-- error answers (any Kafka error code but NONE). Minutes with nothing at all are absent.
+WITH activity AS (
+  SELECT bucket_start,
+         SUM(IF(`group` = 'telemetry_pushes' AND metric = 'pushes', value_sum, 0)) AS pushes,
+         SUM(IF(`group` = 'telemetry_pushes' AND metric = 'payload_bytes', value_sum, 0)) AS payload_bytes,
+         SUM(IF(`group` = 'Requests' AND split(metric, '/')[1] <> '0', value_sum, 0)) AS error_answers
+  FROM telemetry.rollup_entity_activity_1m
+  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
+                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
+    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
+  GROUP BY bucket_start
+),
+clients AS (
+  SELECT bucket_start, COUNT(DISTINCT client_instance_id) AS client_instances
+  FROM telemetry.rollup_client_1m
+  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
+                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
+    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
+  GROUP BY bucket_start
+)
+SELECT bucket_start,
+       COALESCE(client_instances, 0) AS client_instances,
+       CAST(COALESCE(pushes, 0) AS BIGINT) AS pushes,
+       CAST(COALESCE(payload_bytes, 0) AS BIGINT) AS payload_bytes,
+       CAST(COALESCE(error_answers, 0) AS BIGINT) AS error_answers
+FROM activity FULL OUTER JOIN clients USING (bucket_start)
+ORDER BY bucket_start

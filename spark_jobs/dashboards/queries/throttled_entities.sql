@@ -1,0 +1,16 @@
+-- The dashboard_top most throttled quota entities over the window, by quota type: the longest and the
+-- average throttle time (the quota engine's `throttle-time` sensor, sampled into quota_samples).
+SELECT quota_entity,
+       `group` AS quota_type,
+       MAX(value_max) AS throttle_ms_max,
+       SUM(value_sum) / SUM(samples) AS throttle_ms_avg,
+       SUM(samples) AS samples
+FROM telemetry.rollup_entity_activity_1m
+WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
+                      AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
+  AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
+  AND metric = 'throttle-time'
+GROUP BY quota_entity, `group`
+HAVING MAX(value_max) > 0
+ORDER BY throttle_ms_max DESC, throttle_ms_avg DESC, quota_entity, quota_type
+LIMIT dashboard_top
