@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python benchmarks/quotas/bench.py
 	$(BIN)/python benchmarks/push_path/bench.py
 	$(BIN)/python benchmarks/rollup/bench.py
+	$(BIN)/python benchmarks/dashboard/bench.py
 
 # Regenerate the gRPC code of ingest/proto/client_telemetry.proto (checked in; a test catches staleness)
 proto: setup

@@ -199,10 +199,18 @@ def _add_dashboard(
         "history. The window is the 24 hours up to now unless --from/--to say otherwise.",
     )
     dashboard.add_argument(
-        "--from", dest="start", type=parse_since, metavar="TIME", help="window start (ISO 8601)"
+        "--from",
+        dest="start",
+        type=parse_since,
+        metavar="TIME",
+        help="window start (ISO 8601, UTC unless it says otherwise; default: 24 hours before the end)",
     )
     dashboard.add_argument(
-        "--to", dest="end", type=parse_since, metavar="TIME", help="window end, excluded (default: now)"
+        "--to",
+        dest="end",
+        type=parse_since,
+        metavar="TIME",
+        help="window end, excluded (ISO 8601, UTC unless it says otherwise; default: the end of this minute)",
     )
     dashboard.add_argument(
         "--out", metavar="FILE.html", help="write the page here (default without --serve: dashboard.html)"
@@ -259,19 +267,27 @@ def _dashboard(args: argparse.Namespace) -> int:
 
     def render() -> str:
         started = time.monotonic()
-        window = _window(args)
-        page, results = build_page(
-            spark,
-            lake,
-            args.data_root,
-            window,
-            metric=args.metric,
-            refresh_s=args.refresh if args.serve else None,
-        )
-        if out is not None:
-            temporary = out.with_name(f".{out.name}.tmp")
-            temporary.write_text(page, encoding="utf-8")
-            temporary.replace(out)
+        try:
+            page, results = build_page(
+                spark,
+                lake,
+                args.data_root,
+                _window(args),
+                metric=args.metric,
+                refresh_s=args.refresh if args.serve else None,
+            )
+            if out is not None:
+                temporary = out.with_name(f".{out.name}.tmp")
+                temporary.write_text(page, encoding="utf-8")
+                temporary.replace(out)
+        except Exception as exc:  # storage, Spark or the output file: said here, raised for the caller
+            log.debug("dashboard render failed", exc_info=True)
+            print(
+                f"telemetry-sink dashboard: the render failed: {_first_line(exc)}",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise
         rows = sum(len(r.rows) for r in results.values())
         where = f" -> {out}" if out is not None else ""
         print(
@@ -280,15 +296,21 @@ def _dashboard(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+        metrics = {r["metric_name"] for r in results["top_clients"].records()}
+        if args.metric and metrics and args.metric not in metrics:
+            print(
+                f"telemetry-sink dashboard: no data for --metric {args.metric} in the window; "
+                "the rankings open on another metric (the menu lists those with data)",
+                file=sys.stderr,
+                flush=True,
+            )
         return page
 
     try:
         if not args.serve:
             try:
                 render()
-            except Exception as exc:  # storage, Spark or the output file
-                log.debug("dashboard failed", exc_info=True)
-                print(f"telemetry-sink dashboard: {_first_line(exc)}", file=sys.stderr, flush=True)
+            except Exception:  # said by render
                 return 1
             return 0
         stop = _stop_on_signals("dashboard", "stopping")

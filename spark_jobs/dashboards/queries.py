@@ -1,13 +1,16 @@
 """The dashboard's named Spark SQL queries: the ``.sql`` files next to this module, their parameters,
 and running them.
 
-Each ``queries/<name>.sql`` is one query over the ``telemetry.<table>`` views (``spark_jobs.views``)
-that a user can also run in ``spark-sql``. The parameters are Spark SQL session variables, declared
-with their defaults by ``queries/variables.sql``: ``dashboard_from`` and ``dashboard_to`` (the window,
-``[from, to)``, UTC), ``dashboard_top`` (how many clients or entities a ranking keeps) and
-``dashboard_max_clients`` (how many client instances the drill-down lists). ``run_queries`` declares
-them, sets them from a ``Window`` and runs every query; a query over a table that does not exist yet
-gives no rows and names the missing table (the page shows an empty state, not an error).
+Each ``queries/<name>.sql`` is one query that a user can also run in ``spark-sql``. The parameters are
+Spark SQL session variables, declared with their defaults by ``queries/variables.sql``:
+``dashboard_from`` and ``dashboard_to`` (the window, ``[from, to)``, UTC), ``dashboard_top`` (how many
+clients or entities a ranking keeps) and ``dashboard_max_clients`` (how many client instances the
+drill-down lists). ``queries/window.sql`` defines the temporary views ``dashboard_*`` that the queries
+read: the window's rows of the rollups, over the ``telemetry.<table>`` views (``spark_jobs.views``).
+
+``run_queries`` declares the variables, sets them from a ``Window``, creates the window's views and
+runs every query. A view over a table that does not exist yet is not created, and a query that needs
+it gives no rows and names the missing tables (the page shows an empty state, not an error).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ __all__ = [
     "QUERY_NAMES",
     "QueryResult",
     "Window",
+    "create_window_views",
     "query_text",
     "run_queries",
     "set_variables",
@@ -49,8 +53,10 @@ QUERY_NAMES: Final = (
 )
 """Every query of the page, in the order the page shows them."""
 VARIABLES: Final = "variables"
+WINDOW_VIEWS: Final = "window"
 MAX_LIMIT: Final = 100_000
-_TABLE: Final = re.compile(r"\btelemetry\.(\w+)")
+_TABLE: Final = re.compile(r"\btelemetry\.\w+")
+_VIEW: Final = re.compile(r"CREATE OR REPLACE TEMPORARY VIEW (\w+)")
 
 
 @dataclass(frozen=True)
@@ -141,15 +147,32 @@ def _rows(table: pa.Table) -> list[list[object]]:
     return [[_json_value(v) for v in row] for row in zip(*columns, strict=True)]
 
 
+def create_window_views(spark: SparkSession, views: Collection[str]) -> dict[str, set[str]]:
+    """Create the views of ``window.sql`` whose tables are among ``views``; the tables each view needs."""
+    needs = {}
+    for statement in _statements(query_text(WINDOW_VIEWS)):
+        view = _VIEW.search(statement)
+        if view is None:
+            raise ValueError(f"window.sql holds a statement that is not a view: {statement[:60]!r}")
+        needs[view.group(1)] = set(_TABLE.findall(statement))
+        if needs[view.group(1)] <= set(views):
+            spark.sql(statement)
+    return needs
+
+
 def run_queries(
     spark: SparkSession, views: Collection[str], window: Window, names: tuple[str, ...] = QUERY_NAMES
 ) -> dict[str, QueryResult]:
     """Run the named queries over ``window``; ``views`` are the ``telemetry.<table>`` views that exist."""
     set_variables(spark, window)
+    window_views = create_window_views(spark, views)
     results = {}
     for name in names:
         text = query_text(name)
-        missing = tuple(sorted({f"telemetry.{t}" for t in _TABLE.findall(text)} - set(views)))
+        needed = set(_TABLE.findall(text)).union(
+            *(tables for view, tables in window_views.items() if re.search(rf"\b{view}\b", text))
+        )
+        missing = tuple(sorted(needed - set(views)))
         started = time.perf_counter()
         if missing:
             results[name] = QueryResult(name, (), missing=missing)

@@ -130,7 +130,8 @@ class _Page:
         result = self.results[name]
         if result.missing:
             tables = ", ".join(result.missing)
-            return _empty(f"{what}: no data yet ({tables} does not exist; run `telemetry-sink rollup`).")
+            verb = "does" if len(result.missing) == 1 else "do"
+            return _empty(f"{what}: no data yet ({tables} {verb} not exist; run `telemetry-sink rollup`).")
         if not result.rows:
             return _empty(f"{what}: nothing in this window.")
         return None

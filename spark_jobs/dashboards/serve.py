@@ -84,7 +84,7 @@ class DashboardServer:
                 page = self._render().encode("utf-8")
             except Exception as exc:  # storage or Spark: keep serving the previous page
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                log.warning("dashboard render failed: %s", message)
+                log.info("dashboard render failed: %s", message)  # the caller's render says it too
                 with self._rendered:
                     self._last_error = message
                     self.renders += 1

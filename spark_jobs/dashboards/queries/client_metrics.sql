@@ -1,20 +1,12 @@
 -- The drill-down of clients.sql: every metric of those client instances over the window, measured
--- as in top_clients.sql, with its last value (gauges and cumulative sums).
-WITH window_rows AS (
-  SELECT *
-  FROM telemetry.rollup_client_1m
-  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
-                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
-    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
-),
-shown AS (
-  SELECT client_instance_id FROM window_rows
+-- as in top_clients.sql, with how many series (attribute sets) it has.
+WITH shown AS (
+  SELECT client_instance_id FROM dashboard_client_rows
   GROUP BY client_instance_id
   ORDER BY MAX(last_time) DESC, client_instance_id
   LIMIT dashboard_max_clients
 )
-SELECT client_instance_id, metric_name, metric_kind,
-       MAX_BY(metric_unit, last_time) AS metric_unit,
+SELECT client_instance_id, metric_name, metric_kind, metric_unit,
        CASE WHEN metric_kind = 'sum' THEN 'increase' ELSE 'average' END AS measure,
        CASE WHEN metric_kind = 'gauge' THEN SUM(value_sum) / SUM(value_count)
             WHEN metric_kind = 'sum' THEN SUM(value_sum)
@@ -22,6 +14,6 @@ SELECT client_instance_id, metric_name, metric_kind,
        COALESCE(MAX(value_max), MAX(max)) AS peak,
        COUNT(DISTINCT attributes_key) AS series,
        SUM(points) AS points
-FROM window_rows JOIN shown USING (client_instance_id)
-GROUP BY client_instance_id, metric_name, metric_kind
-ORDER BY client_instance_id, metric_name, metric_kind
+FROM dashboard_client_rows JOIN shown USING (client_instance_id)
+GROUP BY client_instance_id, metric_name, metric_kind, metric_unit
+ORDER BY client_instance_id, metric_name, metric_kind, metric_unit

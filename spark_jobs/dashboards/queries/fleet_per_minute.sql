@@ -5,18 +5,12 @@ WITH activity AS (
          SUM(IF(`group` = 'telemetry_pushes' AND metric = 'pushes', value_sum, 0)) AS pushes,
          SUM(IF(`group` = 'telemetry_pushes' AND metric = 'payload_bytes', value_sum, 0)) AS payload_bytes,
          SUM(IF(`group` = 'Requests' AND split(metric, '/')[1] <> '0', value_sum, 0)) AS error_answers
-  FROM telemetry.rollup_entity_activity_1m
-  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
-                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
-    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
+  FROM dashboard_activity
   GROUP BY bucket_start
 ),
 clients AS (
   SELECT bucket_start, COUNT(DISTINCT client_instance_id) AS client_instances
-  FROM telemetry.rollup_client_1m
-  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
-                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
-    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
+  FROM dashboard_client_minutes
   GROUP BY bucket_start
 )
 SELECT bucket_start,

@@ -3,17 +3,10 @@
 -- (any Kafka error code but NONE), pushes that did not decode, and the longest throttle.
 WITH activity AS (
   SELECT quota_entity, `group`, metric, value_sum, value_max
-  FROM telemetry.rollup_entity_activity_1m
-  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
-                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
-    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
+  FROM dashboard_activity
 )
 SELECT
-  (SELECT COUNT(DISTINCT client_instance_id)
-     FROM telemetry.rollup_client_1m
-     WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
-                           AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
-       AND bucket_start >= dashboard_from AND bucket_start < dashboard_to) AS client_instances,
+  (SELECT COUNT(DISTINCT client_instance_id) FROM dashboard_client_rows) AS client_instances,
   COUNT(DISTINCT quota_entity) AS quota_entities,
   CAST(COALESCE(SUM(IF(`group` = 'telemetry_pushes' AND metric = 'pushes', value_sum, 0)), 0) AS BIGINT) AS pushes,
   CAST(COALESCE(SUM(IF(`group` = 'telemetry_pushes' AND metric = 'payload_bytes', value_sum, 0)), 0) AS BIGINT)

@@ -1,11 +1,8 @@
 -- Throttle time per minute of the most throttled quota entities (as in throttled_entities.sql).
 WITH throttle AS (
   SELECT bucket_start, quota_entity, `group` AS quota_type, samples, value_sum, value_max
-  FROM telemetry.rollup_entity_activity_1m
-  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
-                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
-    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
-    AND metric = 'throttle-time'
+  FROM dashboard_activity
+  WHERE metric = 'throttle-time'
 ),
 worst AS (
   SELECT quota_entity, quota_type, MAX(value_max) AS longest, SUM(value_sum) / SUM(samples) AS average

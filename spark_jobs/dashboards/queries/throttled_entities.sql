@@ -5,11 +5,8 @@ SELECT quota_entity,
        MAX(value_max) AS throttle_ms_max,
        SUM(value_sum) / SUM(samples) AS throttle_ms_avg,
        SUM(samples) AS samples
-FROM telemetry.rollup_entity_activity_1m
-WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
-                      AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
-  AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
-  AND metric = 'throttle-time'
+FROM dashboard_activity
+WHERE metric = 'throttle-time'
 GROUP BY quota_entity, `group`
 HAVING MAX(value_max) > 0
 ORDER BY throttle_ms_max DESC, throttle_ms_avg DESC, quota_entity, quota_type

@@ -2,11 +2,8 @@
 -- bucket ran lowest: its lowest and its last level in the minute. A negative level is a throttle.
 WITH tokens AS (
   SELECT bucket_start, quota_entity, value_min, value_last
-  FROM telemetry.rollup_entity_activity_1m
-  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
-                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
-    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
-    AND metric = 'tokens'
+  FROM dashboard_activity
+  WHERE metric = 'tokens'
 ),
 lowest AS (
   SELECT quota_entity, MIN(value_min) AS lowest FROM tokens GROUP BY quota_entity

@@ -2,9 +2,7 @@
 -- window, measured as in top_clients.sql over all the entity's clients together. `clients` is the
 -- most client instances of the entity that sent the metric in one minute.
 WITH per_entity AS (
-  SELECT metric_name, metric_kind,
-         MAX_BY(metric_unit, last_time) AS metric_unit,
-         quota_entity,
+  SELECT metric_name, metric_kind, metric_unit, quota_entity,
          CASE WHEN metric_kind = 'gauge' THEN SUM(value_sum) / SUM(value_count)
               WHEN metric_kind = 'sum' THEN SUM(value_sum)
               ELSE SUM(sum) / SUM(count) END AS value,
@@ -12,18 +10,15 @@ WITH per_entity AS (
          COALESCE(MAX(value_max), MAX(max)) AS peak,
          MAX(clients) AS clients,
          SUM(points) AS points
-  FROM telemetry.rollup_entity_1m
-  WHERE bucket_hour BETWEEN date_format(dashboard_from, "yyyy-MM-dd'T'HH")
-                        AND date_format(dashboard_to, "yyyy-MM-dd'T'HH")
-    AND bucket_start >= dashboard_from AND bucket_start < dashboard_to
-  GROUP BY metric_name, metric_kind, quota_entity
+  FROM dashboard_entity_minutes
+  GROUP BY metric_name, metric_kind, metric_unit, quota_entity
 ),
 ranked AS (
   SELECT *, ROW_NUMBER() OVER (
-           PARTITION BY metric_name, metric_kind ORDER BY value DESC NULLS LAST, quota_entity) AS rank
+           PARTITION BY metric_name, metric_kind, metric_unit ORDER BY value DESC NULLS LAST, quota_entity) AS rank
   FROM per_entity
 )
 SELECT metric_name, metric_kind, metric_unit, measure, rank, quota_entity, value, peak, clients, points
 FROM ranked
 WHERE rank <= dashboard_top
-ORDER BY metric_name, metric_kind, rank
+ORDER BY metric_name, metric_kind, metric_unit, rank

@@ -74,12 +74,48 @@ def test_out_writes_one_self_contained_page(dataset: Dataset, tmp_path: Path) ->
     assert page.startswith("<!DOCTYPE html>")
     assert "client-5" in page
     assert not list(tmp_path.glob(".*.tmp"))
+    assert "no data for --metric" not in done.stderr
+
+
+@pytest.mark.spark
+def test_a_render_that_fails_is_one_line_and_exit_1(dataset: Dataset, tmp_path: Path) -> None:
+    out = tmp_path / "no such folder" / "fleet.html"
+    done = subprocess.run(
+        [
+            *COMMAND,
+            "--data-root",
+            dataset.root,
+            *_window(dataset),
+            *SPARK,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1
+    [said] = [line for line in done.stderr.splitlines() if line.startswith("telemetry-sink dashboard:")]
+    assert said.startswith("telemetry-sink dashboard: the render failed: [Errno 2] No such file or directory")
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.spark
 def test_serve_answers_with_the_page_until_sigterm(dataset: Dataset) -> None:
     process = subprocess.Popen(
-        [*COMMAND, "--data-root", dataset.root, *_window(dataset), *SPARK, "--serve", "--port", "0"],
+        [
+            *COMMAND,
+            "--data-root",
+            dataset.root,
+            *_window(dataset),
+            *SPARK,
+            "--serve",
+            "--port",
+            "0",
+            "--metric",
+            "no.such",
+        ],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -100,4 +136,5 @@ def test_serve_answers_with_the_page_until_sigterm(dataset: Dataset) -> None:
             process.kill()
     assert process.returncode == 0
     assert "telemetry-sink dashboard: stopping" in rest
+    assert "telemetry-sink dashboard: no data for --metric no.such in the window" in rest
     assert "Traceback" not in rest

@@ -16,9 +16,17 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from pyspark.sql import SparkSession
 
 from spark_jobs.dashboards import Window, build_page
-from spark_jobs.dashboards.queries import QUERY_NAMES, query_text, run_queries, set_variables
+from spark_jobs.dashboards.queries import (
+    QUERY_NAMES,
+    create_window_views,
+    query_text,
+    run_queries,
+    set_variables,
+)
 from spark_jobs.lake import DeltaLake
+from spark_jobs.views import register_views
 from tests.spark_jobs.dashboards.conftest import HOSTILE, SNAPSHOTS, Dataset
+from tests.support.fleet import START_MS
 
 pytestmark = pytest.mark.spark
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
@@ -70,7 +78,9 @@ def test_the_page_carries_exactly_what_each_sql_file_answers_in_spark_sql(
 ) -> None:
     data = page_data(page)
     assert set(data) == set(QUERY_NAMES)
+    views = register_views(DeltaLake(spark), dataset.root)
     set_variables(spark, dataset.window)  # as a spark-sql user: variables.sql, then SET VAR
+    create_window_views(spark, views)  # window.sql
     for name in QUERY_NAMES:
         table = spark.sql(query_text(name)).toArrow()
         assert data[name]["columns"] == table.column_names, name
@@ -128,6 +138,43 @@ def test_top_clients_rank_a_gauge_by_its_average_over_the_window(dataset: Datase
     assert [r["value"] for r in rows] == pytest.approx([average[i] for i in expected])
     assert {r["measure"] for r in rows} == {"average"}
     assert all(r["points"] == len(values[i]) for r, i in zip(rows, expected, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("hours_before", "minutes_after"),
+    [(2, 120), (2, 28), (0, 28)],
+    ids=["whole hours around the data", "whole hours then minutes", "minutes only"],
+)
+def test_windows_over_whole_hours_read_the_hourly_rollup_and_agree_with_the_points(
+    spark: SparkSession, dataset: Dataset, hours_before: int, minutes_after: int
+) -> None:
+    """top_clients, clients and client_metrics read a window's whole hours from rollup_client_1h and the
+    minutes around them from rollup_client_1m: the answers are those of the points in the window."""
+    hour = datetime.fromtimestamp(START_MS // 3_600_000 * 3600, UTC)
+    start = (
+        hour - timedelta(hours=hours_before) + (timedelta(minutes=26) if hours_before == 0 else timedelta())
+    )
+    window = Window(start, hour + timedelta(minutes=minutes_after), top=50)
+    views = register_views(DeltaLake(spark), dataset.root)
+    results = run_queries(spark, views, window, ("top_clients", "clients", "client_metrics"))
+    inside = [
+        p
+        for p in _points(dataset)
+        if window.start.timestamp() * 1000 <= p[3] // 60_000 * 60_000 < window.end.timestamp() * 1000
+    ]
+    values: dict[str, list[float]] = defaultdict(list)
+    for instance, metric, value, _ in inside:
+        if metric == LATENCY:
+            values[instance].append(value)
+    top = [r for r in results["top_clients"].records() if r["metric_name"] == LATENCY]
+    assert {r["client_instance_id"]: r["value"] for r in top} == pytest.approx(
+        {i: sum(v) / len(v) for i, v in values.items()}
+    )
+    assert {r["client_instance_id"] for r in results["clients"].records()} == {p[0] for p in inside}
+    last_seen = {r["client_instance_id"]: r["last_seen"] for r in results["clients"].records()}
+    for client, seen in last_seen.items():
+        latest = max(p[3] for p in inside if p[0] == client)
+        assert datetime.fromisoformat(str(seen)).timestamp() * 1000 == latest
 
 
 def test_top_entities_rank_a_gauge_over_all_the_entitys_clients(dataset: Dataset, page: str) -> None:
@@ -209,6 +256,7 @@ def test_tables_that_do_not_exist_yet_show_an_empty_state_not_an_error(
     window = Window.last(timedelta(hours=1), datetime.now(UTC))
     results = run_queries(spark, [], window)
     assert all(not r.rows for r in results.values())
-    assert results["top_clients"].missing == ("telemetry.rollup_client_1m",)
+    assert results["top_clients"].missing == ("telemetry.rollup_client_1h", "telemetry.rollup_client_1m")
     html, _ = build_page(spark, DeltaLake(spark), str(tmp_path), window)
-    assert "no data yet (telemetry.rollup_client_1m does not exist; run `telemetry-sink rollup`)" in html
+    assert "no data yet (telemetry.rollup_entity_1m does not exist; run `telemetry-sink rollup`)" in html
+    assert "telemetry.rollup_client_1h, telemetry.rollup_client_1m do not exist" in html
