@@ -29,6 +29,7 @@ from ingest.loadgen import (
     DEFAULT_GRPC_ADDRESS,
     DEFAULT_HTTP_ADDRESS,
     DEFAULT_OTLP_INTERVAL_MS,
+    Credentials,
     LoadgenOptions,
     Summary,
     TargetUnreachableError,
@@ -172,6 +173,16 @@ def _add_loadgen_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
         metavar="S",
         help="longest wait for a throttle before the terminating push (default: 5)",
     )
+    loadgen.add_argument(
+        "--tls-ca-file", metavar="FILE", help="connect with TLS, trusting this CA (PEM); default: plaintext"
+    )
+    loadgen.add_argument("--tls-cert-file", metavar="FILE", help="client certificate (PEM) for mTLS")
+    loadgen.add_argument("--tls-key-file", metavar="FILE", help="its private key (PEM)")
+    loadgen.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="send Authorization: Bearer <the file's content> (a file keeps the token out of ps)",
+    )
     loadgen.add_argument("--json", action="store_true", help="print the summary as JSON")
     loadgen.set_defaults(run=_loadgen)
 
@@ -242,6 +253,17 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _loadgen(args: argparse.Namespace) -> int:
+    token = None
+    if args.token_file is not None:
+        try:
+            with open(args.token_file, encoding="utf-8") as file:
+                token = file.read().strip()
+        except OSError as exc:
+            print(f"telemetry-sink loadgen: cannot read --token-file: {exc}", file=sys.stderr)
+            return 2
+        if not token:
+            print("telemetry-sink loadgen: --token-file is empty", file=sys.stderr)
+            return 2
     options = LoadgenOptions(
         clients=args.clients,
         duration_s=args.duration,
@@ -256,6 +278,7 @@ def _loadgen(args: argparse.Namespace) -> int:
         ramp_up_s=args.ramp_up,
         connect_timeout_s=args.connect_timeout,
         close_timeout_s=args.close_timeout,
+        credentials=Credentials(args.tls_ca_file, args.tls_cert_file, args.tls_key_file, token),
     )
     problems = options.validate()
     if problems:

@@ -18,7 +18,8 @@ how it reacts to each answer, and the summary of a run. It has three layers:
    ``OtlpClient`` is an OTLP exporter: no Get, an export every interval, RetryInfo honoured. Time comes
    from an injected ``ingest.quotas.Clock`` (tests use a fake one); latencies from an injected timer.
 3. **Transports and the run**: ``GrpcTransport`` (the ``ClientTelemetry`` service), ``HttpTransport``
-   (the KIP-714 JSON endpoints), ``OtlpGrpcTransport`` (``MetricsService/Export``); ``run_loadgen``
+   (the KIP-714 JSON endpoints), ``OtlpGrpcTransport`` (``MetricsService/Export``), each plaintext or
+   TLS (mTLS with a client certificate) and with a bearer token as ``Credentials`` say; ``run_loadgen``
    checks the target is reachable, runs the fleet until the duration ends (or ``stop`` is set) and
    returns a ``Summary``.
 """
@@ -30,6 +31,7 @@ import dataclasses
 import gzip
 import math
 import random
+import ssl
 import time
 import uuid
 from collections import Counter
@@ -88,6 +90,7 @@ __all__ = [
     "SUPPORTED_COMPRESSION",
     "ClientIdentity",
     "ClientMetricsModel",
+    "Credentials",
     "GrpcTransport",
     "HttpTransport",
     "Kip714Client",
@@ -942,23 +945,68 @@ _CHANNEL_OPTIONS: Final = (("grpc.use_local_subchannel_pool", 1),)
 """Each channel its own connection, as each Kafka client has its own (gRPC shares them otherwise)."""
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """How the simulated clients reach a secured sink: TLS trusting ``tls_ca_file`` (with a client
+    certificate for mTLS), and a bearer token. All off: plaintext, anonymous."""
+
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    token: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_ca_file is not None
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """Headers (gRPC metadata) every request carries."""
+        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+
+    def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
+        if not self.tls:
+            return grpc.aio.insecure_channel(address, options=options)
+        return grpc.aio.secure_channel(address, self._grpc_credentials(), options=options)
+
+    def _grpc_credentials(self) -> grpc.ChannelCredentials:
+        def read(path: str | None) -> bytes | None:
+            if path is None:
+                return None
+            with open(path, "rb") as file:
+                return file.read()
+
+        return grpc.ssl_channel_credentials(
+            read(self.tls_ca_file), read(self.tls_key_file), read(self.tls_cert_file)
+        )
+
+    def http_verify(self) -> ssl.SSLContext | bool:
+        if not self.tls:
+            return True
+        context = ssl.create_default_context(cafile=self.tls_ca_file)
+        if self.tls_cert_file:
+            context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        return context
+
+
 class _GrpcChannels:
     """One gRPC channel (so one connection) per simulated client."""
 
-    def __init__(self, address: str, timeout_s: float) -> None:
+    def __init__(self, address: str, timeout_s: float, credentials: Credentials = Credentials()) -> None:
         self.address = address
         self.timeout_s = timeout_s
+        self.credentials = credentials
+        self._auth = credentials.metadata()
         self._channels: dict[int, grpc.aio.Channel] = {}
 
     def channel(self, index: int) -> grpc.aio.Channel:
         channel = self._channels.get(index)
         if channel is None:
-            channel = grpc.aio.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+            channel = self.credentials.channel(self.address, options=_CHANNEL_OPTIONS)
             self._channels[index] = channel
         return channel
 
     async def check(self, connect_timeout_s: float) -> None:
-        channel = grpc.aio.insecure_channel(self.address)
+        channel = self.credentials.channel(self.address)
         try:
             await asyncio.wait_for(channel.channel_ready(), connect_timeout_s)
         except TimeoutError:
@@ -976,8 +1024,8 @@ class _GrpcChannels:
 class GrpcTransport(_GrpcChannels):
     """The sink's ``ClientTelemetry`` gRPC service (``ingest/proto/client_telemetry.proto``)."""
 
-    def __init__(self, address: str, timeout_s: float) -> None:
-        super().__init__(address, timeout_s)
+    def __init__(self, address: str, timeout_s: float, credentials: Credentials = Credentials()) -> None:
+        super().__init__(address, timeout_s, credentials)
         self._stubs: dict[int, Any] = {}
 
     def _stub(self, index: int) -> Any:
@@ -992,7 +1040,7 @@ class GrpcTransport(_GrpcChannels):
         request = pb.GetTelemetrySubscriptionsRequest(client_instance_id=instance_id.bytes)
         try:
             r = await stub.GetTelemetrySubscriptions(
-                request, metadata=_headers(client), timeout=self.timeout_s
+                request, metadata=(*_headers(client), *self._auth), timeout=self.timeout_s
             )
         except grpc.aio.AioRpcError as exc:
             raise TransportError(f"{exc.code().name}: {exc.details()}") from exc
@@ -1020,7 +1068,9 @@ class GrpcTransport(_GrpcChannels):
             metrics=request.metrics or b"",
         )
         try:
-            r = await stub.PushTelemetry(message, metadata=_headers(client), timeout=self.timeout_s)
+            r = await stub.PushTelemetry(
+                message, metadata=(*_headers(client), *self._auth), timeout=self.timeout_s
+            )
         except grpc.aio.AioRpcError as exc:
             raise TransportError(f"{exc.code().name}: {exc.details()}") from exc
         return PushTelemetryResponse(r.throttle_time_ms, r.error_code)
@@ -1044,15 +1094,21 @@ def _retry_after_ms(trailers: grpc.aio.Metadata | None) -> int:
 class OtlpGrpcTransport(_GrpcChannels):
     """OTLP ``MetricsService/Export`` over gRPC (``compression`` gzip or none, gRPC's own encoding)."""
 
-    def __init__(self, address: str, timeout_s: float, compression: CompressionType) -> None:
-        super().__init__(address, timeout_s)
+    def __init__(
+        self,
+        address: str,
+        timeout_s: float,
+        compression: CompressionType,
+        credentials: Credentials = Credentials(),
+    ) -> None:
+        super().__init__(address, timeout_s, credentials)
         self.compression = grpc.Compression.Gzip if compression is CompressionType.GZIP else None
 
     async def export(self, client: ClientIdentity, instance_id: uuid.UUID, body: bytes) -> OtlpAnswer:
         call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = self.channel(client.number).unary_unary(
             f"/{METRICS_SERVICE}/Export"
         )
-        metadata = (*_headers(client), (INSTANCE_ID_HEADER, str(instance_id)))
+        metadata = (*_headers(client), (INSTANCE_ID_HEADER, str(instance_id)), *self._auth)
         try:
             await call(body, metadata=metadata, timeout=self.timeout_s, compression=self.compression)
         except grpc.aio.AioRpcError as exc:
@@ -1070,13 +1126,22 @@ class HttpTransport:
     """The sink's KIP-714 HTTP endpoints: Get as JSON, Push as raw bytes with the other fields as query
     parameters (``ingest/http_app.py``)."""
 
-    def __init__(self, address: str, timeout_s: float, max_connections: int = 100) -> None:
-        self.base_url = address if "://" in address else f"http://{address}"
+    def __init__(
+        self,
+        address: str,
+        timeout_s: float,
+        max_connections: int = 100,
+        credentials: Credentials = Credentials(),
+    ) -> None:
+        scheme = "https" if credentials.tls else "http"
+        self.base_url = address if "://" in address else f"{scheme}://{address}"
         self.address = address
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             timeout=timeout_s,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            verify=credentials.http_verify(),
+            headers=dict(credentials.metadata()),
         )
 
     async def check(self, connect_timeout_s: float) -> None:
@@ -1162,6 +1227,7 @@ class LoadgenOptions:
     connect_timeout_s: float = 5.0
     request_timeout_s: float = 30.0
     close_timeout_s: float = 5.0
+    credentials: Credentials = Credentials()
 
     @property
     def address(self) -> str:
@@ -1182,6 +1248,11 @@ class LoadgenOptions:
             problems.append("the otlp target compresses with gzip or none (gRPC's own encodings)")
         if self.interval_ms is not None and self.interval_ms < 1:
             problems.append("--interval-ms must be positive")
+        tls = self.credentials
+        if (tls.tls_cert_file is None) != (tls.tls_key_file is None):
+            problems.append("--tls-cert-file and --tls-key-file go together")
+        if tls.tls_cert_file is not None and not tls.tls:
+            problems.append("a client certificate needs --tls-ca-file (the sink's CA)")
         problems += [f"unknown client kind {kind!r}" for kind in self.kinds if kind not in CLIENT_KINDS]
         if not self.kinds:
             problems.append("at least one client kind is needed")
@@ -1215,12 +1286,14 @@ async def run_loadgen(
     timeout = options.request_timeout_s
     transport: GrpcTransport | HttpTransport | OtlpGrpcTransport
     otlp_compression = CompressionType.GZIP if options.compression == "gzip" else CompressionType.NONE
+    credentials = options.credentials
     if options.target == "grpc":
-        transport = GrpcTransport(options.grpc_address, timeout)
+        transport = GrpcTransport(options.grpc_address, timeout, credentials)
     elif options.target == "http":
-        transport = HttpTransport(options.http_address, timeout, max_connections=min(options.clients, 100))
+        connections = min(options.clients, 100)
+        transport = HttpTransport(options.http_address, timeout, connections, credentials)
     else:
-        transport = OtlpGrpcTransport(options.grpc_address, timeout, otlp_compression)
+        transport = OtlpGrpcTransport(options.grpc_address, timeout, otlp_compression, credentials)
     try:
         await transport.check(options.connect_timeout_s)
         start = clock.now_ms()

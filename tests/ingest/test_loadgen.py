@@ -24,11 +24,12 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, M
 
 from exporters import shard_uri
 from ingest.codec import decode_payload, decompress
-from ingest.config import ExporterConfig, ServerConfig, SinkConfig
+from ingest.config import ExporterConfig, SecurityConfig, ServerConfig, SinkConfig
 from ingest.loadgen import (
     CONSUMER_METRICS,
     PRODUCER_METRICS,
     ClientMetricsModel,
+    Credentials,
     Kip714Client,
     LoadgenOptions,
     LoadStats,
@@ -431,12 +432,29 @@ class Sinks:
         self.running: list[Sink] = []
 
     async def start(
-        self, metrics: str = FLEET_FILTER, interval_ms: int = 200, quotas: QuotaConfig | None = None
+        self,
+        metrics: str = FLEET_FILTER,
+        interval_ms: int = 200,
+        quotas: QuotaConfig | None = None,
+        *,
+        tls: tuple[str, str] | None = None,
+        tokens_file: str | None = None,
+        client_ca_file: str | None = None,
     ) -> Sink:
+        cert, key = tls or (None, None)
         config = SinkConfig(
             data_root=str(self.root / "data"),
             replica_id="loadgen-test",
-            server=ServerConfig(host="127.0.0.1", grpc_port=0, http_port=0, shutdown_grace_s=2),
+            server=ServerConfig(
+                host="127.0.0.1",
+                grpc_port=0,
+                http_port=0,
+                shutdown_grace_s=2,
+                tls_cert_file=cert,
+                tls_key_file=key,
+                tls_client_ca_file=client_ca_file,
+            ),
+            security=SecurityConfig(tokens_file=tokens_file),
             quotas=quotas or QuotaConfig(),
             exporter=ExporterConfig("delta", {"max_batch_latency_ms": 5}),
             subscriptions={"fleet": {"metrics": metrics, "interval.ms": interval_ms}},
@@ -712,3 +730,74 @@ def test_options_report_every_problem_at_once() -> None:
         clients=0, duration_s=0, target="otlp", compression="zstd", kinds=("admin",)
     ).validate()
     assert len(problems) == 4
+
+
+# --------------------------------------------------------------------------------------------------
+# A secured sink: TLS and bearer tokens
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (openssl, from Debian's base system): (cert, key)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return str(cert), str(key)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("target", ["grpc", "http", "otlp"])
+async def test_the_fleet_reaches_a_sink_over_tls_with_a_bearer_token(
+    sinks: Sinks, certificate: tuple[str, str], tmp_path: Path, target: str
+) -> None:
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text('"t0ken": "User:fleet"\n')
+    sink = await sinks.start(tls=certificate, tokens_file=str(tokens))
+    credentials = Credentials(tls_ca_file=certificate[0], token="t0ken")
+    options = _options(sink, target, clients=2, credentials=credentials)
+    summary = await run_loadgen(options)
+    rows = await sinks.landed(sink)
+    assert rows
+    assert {row["principal"] for row in rows} == {"User:fleet"}  # the token's principal
+    assert summary.pushes_accepted == len(rows)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("target", ["grpc", "http"])
+async def test_with_a_client_certificate_the_fleet_passes_mtls_and_is_its_subject(
+    sinks: Sinks, certificate: tuple[str, str], target: str
+) -> None:
+    cert, key = certificate  # self-signed: the client's certificate is its own CA, and the server's
+    sink = await sinks.start(tls=certificate, client_ca_file=cert)
+    credentials = Credentials(tls_ca_file=cert, tls_cert_file=cert, tls_key_file=key)
+    await run_loadgen(_options(sink, target, clients=1, credentials=credentials))
+    rows = await sinks.landed(sink)
+    assert rows
+    assert {row["principal"] for row in rows} == {"User:CN=127.0.0.1"}
+
+
+@pytest.mark.integration
+async def test_without_tls_a_tls_sink_is_unreachable(sinks: Sinks, certificate: tuple[str, str]) -> None:
+    sink = await sinks.start(tls=certificate)
+    with pytest.raises(TargetUnreachableError):
+        await run_loadgen(_options(sink, "http", clients=1, connect_timeout_s=2.0))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tls-cert-file", "c.pem"], "--tls-cert-file and --tls-key-file go together"),
+        (["--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"], "a client certificate needs --tls-ca-file"),
+        (["--token-file", "/nonexistent/token"], "cannot read --token-file"),
+    ],
+)
+async def test_cli_refuses_incomplete_credentials(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await _main_in_thread(*args) == 2
+    assert message in capsys.readouterr().err
