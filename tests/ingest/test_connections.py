@@ -6,11 +6,9 @@ Time is a fake clock: a connection that must wait waits on it, and the test move
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import ssl
 import struct
-import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from ingest.connections import (
 )
 from ingest.quotas import ClientQuotaEntity, ConnectionQuotas, MetricName, QuotaConfig, QuotaManagers
 from ingest.quotas import create_quota_managers as _create_quota_managers
+from tests.support.certificates import self_signed
 from tests.support.clock import T0, FakeClock
 
 pytestmark = pytest.mark.integration
@@ -341,16 +340,7 @@ async def test_CONN_3_stopping_the_site_drops_connections_still_waiting_and_free
 @pytest.fixture
 def tls(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """A self-signed certificate for 127.0.0.1: the server's context and a client trusting it."""
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(tmp_path)
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server.load_cert_chain(cert, key)
     client = ssl.create_default_context(cafile=str(cert))

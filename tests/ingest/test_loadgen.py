@@ -62,6 +62,7 @@ from subscriptions import (
     SubscriptionStore,
 )
 from telemetry_sink.cli import main
+from tests.support.certificates import self_signed
 from tests.support.clock import T0, FakeClock
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka"
@@ -739,14 +740,7 @@ def test_options_report_every_problem_at_once() -> None:
 @pytest.fixture
 def certificate(tmp_path: Path) -> tuple[str, str]:
     """A self-signed certificate for 127.0.0.1 (openssl, from Debian's base system): (cert, key)."""
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(tmp_path)
     return str(cert), str(key)
 
 

@@ -1,0 +1,54 @@
+# The telemetry-sink image: Python slim, a Java 17 runtime for the Spark jobs, and the project's wheel.
+#
+#   docker build -t telemetry-sink:0.1.0 .
+#   docker build -t telemetry-sink:0.1.0 --build-arg DELTA_CONNECTOR=true .    # production: bake the
+#       Delta Spark connector's jars into Spark's jars/ folder (downloaded from Maven Central at build time)
+#
+# It runs as the non-root user 10001 with a read-only root filesystem (the chart mounts /tmp and the
+# data volume); the entry point is the `telemetry-sink` command (serve, rollup, maintain, dashboard, ...).
+
+ARG PYTHON_VERSION=3.11
+
+FROM python:${PYTHON_VERSION}-slim-bookworm AS build
+# a C compiler: crcmod's extension and the mypyc-compiled quota hot path
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY pyproject.toml setup.py README.md ./
+COPY subscriptions subscriptions
+COPY ingest ingest
+COPY exporters exporters
+COPY spark_jobs spark_jobs
+COPY telemetry_sink telemetry_sink
+# the project's wheel and every dependency's, for an offline install below
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:${PYTHON_VERSION}-slim-bookworm
+ARG DELTA_CONNECTOR=false
+ARG DELTA_SPARK_ARTIFACT=delta-spark_4.2_2.13
+ARG DELTA_VERSION=4.4.1
+ARG MAVEN_REPOSITORY=https://repo1.maven.org/maven2
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --uid 10001 --user-group --no-create-home --home-dir /tmp sink
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels telemetry-sink \
+    && rm -rf /wheels
+# the Delta Spark connector for production (spark_jobs.lake uses it when its classes are on the classpath)
+RUN if [ "$DELTA_CONNECTOR" = "true" ]; then \
+        jars="$(python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" \
+        && python -c "import sys, urllib.request; [urllib.request.urlretrieve(u, sys.argv[1] + '/' + u.rsplit('/', 1)[1]) for u in sys.argv[2:]]" \
+            "$jars" \
+            "$MAVEN_REPOSITORY/io/delta/$DELTA_SPARK_ARTIFACT/$DELTA_VERSION/$DELTA_SPARK_ARTIFACT-$DELTA_VERSION.jar" \
+            "$MAVEN_REPOSITORY/io/delta/delta-storage/$DELTA_VERSION/delta-storage-$DELTA_VERSION.jar"; \
+    fi
+ENV HOME=/tmp \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 10001:10001
+WORKDIR /tmp
+EXPOSE 4317 4318
+ENTRYPOINT ["tini", "--", "telemetry-sink"]
+CMD ["serve"]

@@ -1,0 +1,154 @@
+{{/* The chart's name, at most 63 characters. */}}
+{{- define "telemetry-sink.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release's full name, at most 63 characters (the release name alone when it holds the chart's). */}}
+{{- define "telemetry-sink.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "telemetry-sink.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The standard labels (app.kubernetes.io/*) of every object. */}}
+{{- define "telemetry-sink.labels" -}}
+helm.sh/chart: {{ include "telemetry-sink.chart" . }}
+{{ include "telemetry-sink.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: telemetry-sink
+{{- end }}
+
+{{- define "telemetry-sink.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "telemetry-sink.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The front end's pods. */}}
+{{- define "telemetry-sink.frontendSelectorLabels" -}}
+{{ include "telemetry-sink.selectorLabels" . }}
+app.kubernetes.io/component: frontend
+{{- end }}
+
+{{- define "telemetry-sink.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "telemetry-sink.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "telemetry-sink.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Where the Delta tables are: the volume's mount point, or the object store's URI. */}}
+{{- define "telemetry-sink.dataRoot" -}}
+{{- if eq .Values.storage.type "pvc" }}/var/lib/telemetry-sink/data{{ else }}{{ .Values.storage.objectStore.uri }}{{ end }}
+{{- end }}
+
+{{- define "telemetry-sink.claimName" -}}
+{{- default (printf "%s-data" (include "telemetry-sink.fullname" .)) .Values.storage.pvc.existingClaim }}
+{{- end }}
+
+{{/* True when a ReadWriteOnce volume holds the data: every pod that mounts it must share a node. */}}
+{{- define "telemetry-sink.sharedNode" -}}
+{{- if and (eq .Values.storage.type "pvc") (not (has "ReadWriteMany" .Values.storage.pvc.accessModes)) }}true{{ end }}
+{{- end }}
+
+{{/* Refuse values that contradict each other (rendering fails with the reason). */}}
+{{- define "telemetry-sink.validate" -}}
+{{- if and (eq .Values.storage.type "objectStore") (not .Values.storage.objectStore.uri) }}
+{{- fail "storage.type is objectStore: set storage.objectStore.uri (e.g. s3://bucket/telemetry)" }}
+{{- end }}
+{{- if and .Values.tls.enabled (not .Values.tls.existingSecret) }}
+{{- fail "tls.enabled: set tls.existingSecret to a kubernetes.io/tls Secret (tls.crt, tls.key)" }}
+{{- end }}
+{{- if and .Values.tls.clientAuth (not .Values.tls.enabled) }}
+{{- fail "tls.clientAuth needs tls.enabled" }}
+{{- end }}
+{{- if and .Values.tests.enabled .Values.tls.clientAuth (not .Values.tests.clientCertSecret) }}
+{{- fail "helm test with tls.clientAuth: set tests.clientCertSecret to the test client's kubernetes.io/tls Secret (or tests.enabled false)" }}
+{{- end }}
+{{- if include "telemetry-sink.sharedNode" . }}
+{{- if or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1) }}
+{{- fail "a ReadWriteOnce volume cannot be shared by several front-end replicas on different nodes: set storage.pvc.accessModes to [ReadWriteMany], use storage.type objectStore, or replicaCount 1 without autoscaling" }}
+{{- end }}
+{{- if and .Values.rollup.enabled (eq .Values.rollup.mode "kubernetes") }}
+{{- fail "rollup.mode kubernetes runs executors on other nodes: they cannot mount a ReadWriteOnce volume (use ReadWriteMany or an object store)" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
+{{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
+{{- end }}
+{{- end }}
+
+{{/* The HTTP probes' scheme. */}}
+{{- define "telemetry-sink.scheme" -}}
+{{- if .Values.tls.enabled }}HTTPS{{ else }}HTTP{{ end }}
+{{- end }}
+
+{{/* Volumes every pod that reads or writes the tables has: /tmp, and the data volume. */}}
+{{- define "telemetry-sink.dataVolumes" -}}
+- name: tmp
+  emptyDir: {}
+{{- if eq .Values.storage.type "pvc" }}
+- name: data
+  persistentVolumeClaim:
+    claimName: {{ include "telemetry-sink.claimName" . }}
+{{- end }}
+{{- end }}
+
+{{- define "telemetry-sink.dataVolumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if eq .Values.storage.type "pvc" }}
+- name: data
+  mountPath: /var/lib/telemetry-sink/data
+{{- end }}
+{{- end }}
+
+{{/* Object-store credentials, as environment variables of every pod. */}}
+{{- define "telemetry-sink.storageEnvFrom" -}}
+{{- if and (eq .Values.storage.type "objectStore") .Values.storage.objectStore.existingSecret }}
+envFrom:
+  - secretRef:
+      name: {{ .Values.storage.objectStore.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{/* The --data-root and --storage-option arguments of the Spark and maintenance commands. */}}
+{{- define "telemetry-sink.lakeArgs" -}}
+- --data-root
+- {{ include "telemetry-sink.dataRoot" . | quote }}
+{{- if eq .Values.storage.type "objectStore" }}
+{{- range $key, $value := .Values.storage.objectStore.storageOptions }}
+- --storage-option
+- {{ printf "%s=%s" $key (toString $value) | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Keep a CronJob's pod on the front end's node when they share a ReadWriteOnce volume. */}}
+{{- define "telemetry-sink.jobAffinity" -}}
+{{- if include "telemetry-sink.sharedNode" . }}
+affinity:
+  podAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector:
+          matchLabels:
+            {{- include "telemetry-sink.frontendSelectorLabels" . | nindent 12 }}
+        topologyKey: kubernetes.io/hostname
+{{- end }}
+{{- end }}

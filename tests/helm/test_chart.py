@@ -1,0 +1,354 @@
+"""The Helm chart (helm/telemetry-sink), rendered with Helm's own library (helm-python-sdk) for the
+default values and the variants operators use: it lints clean, every manifest is valid against the
+Kubernetes schemas (kubernetes-validate, strict), the sink's configuration it renders loads in the
+sink's own config parser, and values.schema.json refuses bad values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+from ingest.config import SinkConfig
+from telemetry_sink.cli import build_parser
+
+pytestmark = pytest.mark.helm
+CHART = Path(__file__).resolve().parents[2] / "helm" / "telemetry-sink"
+KUBERNETES = ("1.25", "1.37")
+"""The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest with schemas."""
+RWX = {"storage": {"pvc": {"accessModes": ["ReadWriteMany"]}}}
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "tls": {
+        "tls": {"enabled": True, "existingSecret": "sink-tls", "clientAuth": True},
+        "tests": {"clientCertSecret": "sink-test-client"},
+    },
+    "object store": {
+        "storage": {
+            "type": "objectStore",
+            "objectStore": {
+                "uri": "s3://telemetry/sink",
+                "storageOptions": {"AWS_REGION": "eu-west-1"},
+                "existingSecret": "sink-s3",
+            },
+        },
+        "replicaCount": 3,
+    },
+    "kafka listener": {"kafkaListener": {"enabled": True, "port": 9094}, "networkPolicy": {"enabled": True}},
+    "spark-submit": {
+        **RWX,
+        "replicaCount": 2,
+        "rollup": {"mode": "kubernetes", "sparkConf": {"spark.ui.enabled": False}},
+    },
+    "everything": {
+        **RWX,
+        "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 6},
+        "networkPolicy": {
+            "enabled": True,
+            "ingressFrom": [{"namespaceSelector": {"matchLabels": {"kafka": "clients"}}}],
+        },
+        "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+        "auth": {"existingSecret": "sink-tokens"},
+        "sink": {
+            "superUsers": ["User:admin"],
+            "quotas": {"quota.window.num": 11},
+            "clientQuotas": [{"entity": {"user": None}, "quotas": {"producer_byte_rate": 1048576}}],
+        },
+        "podAntiAffinity": "hard",
+    },
+}
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = (
+            _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
+def render(values: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Template path -> its manifests (NOTES.txt and empty templates left out)."""
+    with helm.Chart.load(str(CHART)) as chart:
+        rendered = chart.render(dict(values), name="ts", namespace="telemetry")
+    return {
+        path: [doc for doc in yaml.safe_load_all(text) if doc]
+        for path, text in rendered.items()
+        if not path.endswith("NOTES.txt") and text.strip()
+    }
+
+
+def manifests(values: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    for docs in render(values).values():
+        yield from docs
+
+
+def one(values: Mapping[str, Any], kind: str, name: str | None = None) -> dict[str, Any]:
+    [found] = [
+        m for m in manifests(values) if m["kind"] == kind and (name is None or m["metadata"]["name"] == name)
+    ]
+    return found
+
+
+def sink_config(values: Mapping[str, Any]) -> str:
+    return str(one(values, "ConfigMap")["data"]["telemetry-sink.yaml"])
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_variant_lints_clean_in_strict_mode(variant: str) -> None:
+    report = helm.lint(str(CHART), VARIANTS[variant], strict=True, namespace="telemetry")
+    assert report["total_charts_linted"] == 1
+    assert report["errors"] == []
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("kubernetes", KUBERNETES)
+def test_every_rendered_manifest_is_valid_for_kubernetes(variant: str, kubernetes: str) -> None:
+    kinds = []
+    for manifest in manifests(VARIANTS[variant]):
+        kinds.append(manifest["kind"])
+        if manifest["apiVersion"] == "monitoring.coreos.com/v1":  # a CRD: no Kubernetes schema
+            assert set(manifest["spec"]) == {"selector", "endpoints"}
+            continue
+        kubernetes_validate.validate(manifest, kubernetes, strict=True)
+    assert {"Deployment", "Service", "ConfigMap"} <= set(kinds)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_rendered_configuration_loads_in_the_sink(variant: str, tmp_path: Path) -> None:
+    # the Secrets' mount points, as files here
+    for mounted in ("tls/tls.crt", "tls/tls.key", "tls/ca.crt", "auth/tokens.yaml"):
+        (tmp_path / mounted).parent.mkdir(exist_ok=True)
+        (tmp_path / mounted).write_text("s3cret: User:alice\n" if mounted.startswith("auth") else "")
+    file = tmp_path / "telemetry-sink.yaml"
+    file.write_text(sink_config(VARIANTS[variant]).replace("/etc/telemetry-sink/", f"{tmp_path}/"))
+    config = SinkConfig.load(file, env={"TELEMETRY_SINK_REPLICA_ID": "ts-telemetry-sink-abc"})
+    assert config.replica_id == "ts-telemetry-sink-abc"
+    assert (config.server.grpc_port, config.server.http_port) == (4317, 4318)
+
+
+def test_the_front_end_runs_as_an_sre_expects() -> None:
+    deployment = one({}, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    [sink] = pod["containers"]
+    assert sink["args"] == ["serve", "--config", "/etc/telemetry-sink/config/telemetry-sink.yaml"]
+    assert sink["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http", "scheme": "HTTP"}
+    assert sink["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http", "scheme": "HTTP"}
+    assert sink["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["terminationGracePeriodSeconds"] == 30 + 15  # the sink's grace period, then the flush
+    assert {m["mountPath"] for m in sink["volumeMounts"]} == {
+        "/etc/telemetry-sink/config",
+        "/tmp",
+        "/var/lib/telemetry-sink/data",
+    }
+    assert sink["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # a ReadWriteOnce volume
+    assert "podAntiAffinity" in pod["affinity"]
+
+
+def test_a_configuration_change_rolls_the_pods() -> None:
+    def checksum(values: Mapping[str, Any]) -> str:
+        return str(
+            one(values, "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        )
+
+    assert checksum({}) != checksum({"sink": {"maxConcurrentRequests": 100}})
+    assert checksum({}) == checksum({"resources": {"requests": {"cpu": "1"}}})
+
+
+def test_service_keeps_a_clients_requests_on_one_replica_and_opens_the_kafka_port_when_enabled() -> None:
+    service = one({}, "Service")["spec"]
+    assert service["sessionAffinity"] == "ClientIP"
+    assert [(p["name"], p["port"]) for p in service["ports"]] == [("grpc", 4317), ("http", 4318)]
+    kafka = one(VARIANTS["kafka listener"], "Service")["spec"]
+    assert ("kafka", 9094) in [(p["name"], p["port"]) for p in kafka["ports"]]
+    policy = one(VARIANTS["kafka listener"], "NetworkPolicy")["spec"]
+    assert [p["port"] for p in policy["ingress"][0]["ports"]] == ["grpc", "http", "kafka"]
+
+
+def test_tls_and_tokens_come_from_existing_secrets(tmp_path: Path) -> None:
+    values = _merge(VARIANTS["tls"], {"auth": {"existingSecret": "sink-tokens"}})
+    pod = one(values, "Deployment")["spec"]["template"]["spec"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert secrets == {"tls": "sink-tls", "auth": "sink-tokens"}
+    assert pod["containers"][0]["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    document = yaml.safe_load(sink_config(values))
+    assert document["server"]["tls_client_ca_file"] == "/etc/telemetry-sink/tls/ca.crt"
+    assert document["security"]["tokens_file"] == "/etc/telemetry-sink/auth/tokens.yaml"
+    test = one(values, "Pod")["spec"]  # helm test pushes over mTLS with a token
+    args = test["containers"][0]["args"]
+    assert args[args.index("--tls-ca-file") + 1] == "/etc/telemetry-sink/tls/ca.crt"
+    assert args[args.index("--tls-cert-file") + 1] == "/etc/telemetry-sink/client/tls.crt"
+    assert args[args.index("--token-file") + 1] == "/etc/telemetry-sink/token/token"
+    volumes = {v["name"]: v["secret"] for v in test["volumes"] if "secret" in v}
+    assert volumes["client"]["secretName"] == "sink-test-client"
+    assert volumes["token"] == {
+        "secretName": "sink-tokens",
+        "items": [{"key": "test-token", "path": "token"}],
+    }
+
+
+def test_object_store_credentials_reach_every_pod_from_a_secret() -> None:
+    values = VARIANTS["object store"]
+    assert not [m for m in manifests(values) if m["kind"] == "PersistentVolumeClaim"]
+    assert yaml.safe_load(sink_config(values))["data_root"] == "s3://telemetry/sink"
+    for kind, name in (
+        ("Deployment", None),
+        ("CronJob", "ts-telemetry-sink-rollup"),
+        ("CronJob", "ts-telemetry-sink-maintain"),
+    ):
+        manifest = one(values, kind, name)
+        spec = (
+            manifest["spec"]["template"]["spec"]
+            if kind == "Deployment"
+            else manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        )
+        [container] = spec["containers"]
+        assert container["envFrom"] == [{"secretRef": {"name": "sink-s3"}}], name
+        if kind == "CronJob":
+            args = container["args"]
+            assert args[args.index("--data-root") + 1] == "s3://telemetry/sink"
+            assert args[args.index("--storage-option") + 1] == "AWS_REGION=eu-west-1"
+
+
+def test_rollups_run_in_the_pod_by_default_and_on_the_cluster_in_spark_submit_mode() -> None:
+    local = one({}, "CronJob", "ts-telemetry-sink-rollup")["spec"]
+    assert local["concurrencyPolicy"] == "Forbid"
+    pod = local["jobTemplate"]["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[:2] == ["rollup", "--once"]
+    assert args[args.index("--master") + 1] == "local[*]"
+    assert pod["affinity"]["podAffinity"]  # beside the front end: they share a ReadWriteOnce volume
+    values = VARIANTS["spark-submit"]
+    remote = one(values, "CronJob", "ts-telemetry-sink-rollup")["spec"]["jobTemplate"]["spec"]["template"][
+        "spec"
+    ]
+    args = remote["containers"][0]["args"]
+    assert args[args.index("--master") + 1] == "k8s://https://kubernetes.default.svc:443"
+    confs = {
+        args[i + 1].split("=", 1)[0]: args[i + 1].split("=", 1)[1]
+        for i, a in enumerate(args)
+        if a == "--conf"
+    }
+    assert confs["spark.kubernetes.authenticate.driver.serviceAccountName"] == "ts-telemetry-sink-spark"
+    assert confs["spark.driver.host"] == "$(POD_IP)"
+    assert (
+        confs["spark.kubernetes.executor.volumes.persistentVolumeClaim.data.options.claimName"]
+        == "ts-telemetry-sink-data"
+    )
+    assert confs["spark.ui.enabled"] == "false"
+    assert remote["serviceAccountName"] == "ts-telemetry-sink-spark"
+    role = one(values, "Role")
+    assert {"pods", "services", "configmaps"} <= set(role["rules"][0]["resources"])
+    binding = one(values, "RoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "ts-telemetry-sink-spark", "namespace": "telemetry"}
+    ]
+
+
+def test_maintenance_runs_telemetry_sink_maintain_on_its_schedule() -> None:
+    cron = one({}, "CronJob", "ts-telemetry-sink-maintain")["spec"]
+    assert cron["schedule"] == "17 3 * * *"
+    args = cron["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["maintain", "--data-root", "/var/lib/telemetry-sink/data", "--retention-hours", "168"]
+
+
+def test_autoscaling_owns_the_replica_count() -> None:
+    values = VARIANTS["everything"]
+    assert "replicas" not in one(values, "Deployment")["spec"]
+    assert one(values, "HorizontalPodAutoscaler")["spec"]["maxReplicas"] == 6
+    assert one(values, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+
+
+def test_helm_test_pushes_one_sample_through_the_service() -> None:
+    pod = one({}, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    args = pod["spec"]["containers"][0]["args"]
+    assert args[0] == "loadgen"
+    assert args[args.index("--grpc") + 1] == "ts-telemetry-sink:4317"
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ({"replicaCont": 2}, "additional properties 'replicaCont' not allowed"),
+        ({"replicaCount": "two"}, "at '/replicaCount': got string, want integer"),
+        ({"service": {"grpcPort": 70000}}, "at '/service/grpcPort': maximum"),
+        ({"storage": {"type": "s3"}}, "at '/storage/type'"),
+        ({"rollup": {"schedule": "every five minutes"}}, "at '/rollup/schedule'"),
+        ({"rollup": {"sparkConf": {"driver.memory": "4g"}}}, "'driver.memory' does not match pattern"),
+        ({"service": {"sessionAffinity": "Sticky"}}, "at '/service/sessionAffinity'"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
+        ({"sink": {"superUsers": ["admin"]}}, "at '/sink/superUsers/0'"),
+    ],
+)
+def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) -> None:
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmValuesError) as refused:
+        chart.validate_schema(values)
+    assert error in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ({"replicaCount": 2}, "a ReadWriteOnce volume cannot be shared by several front-end replicas"),
+        ({"autoscaling": {"enabled": True}}, "a ReadWriteOnce volume cannot be shared"),
+        ({"rollup": {"mode": "kubernetes"}}, "rollup.mode kubernetes runs executors on other nodes"),
+        ({"storage": {"type": "objectStore"}}, "set storage.objectStore.uri"),
+        ({"tls": {"enabled": True}}, "set tls.existingSecret"),
+        ({"tls": {"clientAuth": True}}, "tls.clientAuth needs tls.enabled"),
+        ({"tls": {"enabled": True, "existingSecret": "t", "clientAuth": True}}, "set tests.clientCertSecret"),
+        (
+            {**RWX, "autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}},
+            "minReplicas is above",
+        ),
+    ],
+)
+def test_contradictory_values_fail_with_the_reason(values: dict[str, Any], error: str) -> None:
+    with pytest.raises(helm.HelmRenderError) as refused:
+        render(values)
+    assert error in str(refused.value)
+
+
+def test_values_schema_covers_every_value() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def walk(values: Mapping[str, Any], node: Mapping[str, Any], path: str) -> Iterator[str]:
+        properties = node.get("properties", {})
+        for key, value in values.items():
+            if key not in properties:
+                yield f"{path}{key}"
+            elif isinstance(value, dict) and properties[key].get("additionalProperties") is False:
+                yield from walk(value, properties[key], f"{path}{key}.")
+
+    assert list(walk(defaults, schema, "")) == []
+    assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_command_the_chart_runs_parses_with_the_telemetry_sink_command_line(variant: str) -> None:
+    parser = build_parser()
+    for manifest in manifests(VARIANTS[variant]):
+        spec = manifest.get("spec", {})
+        pod = (
+            spec.get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec")
+            or spec.get("template", {}).get("spec")
+            or (spec if manifest["kind"] == "Pod" else None)
+        )
+        for container in (pod or {}).get("containers", []):
+            args = [a.replace("$(POD_IP)", "10.0.0.1") for a in container["args"]]
+            parsed = parser.parse_args(args)
+            assert parsed.command == args[0]
