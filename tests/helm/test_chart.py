@@ -322,20 +322,30 @@ def test_contradictory_values_fail_with_the_reason(values: dict[str, Any], error
     assert error in str(refused.value)
 
 
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def _values(values: Mapping[str, Any], node: Mapping[str, Any], path: str = "") -> Iterator[tuple[str, bool]]:
+    """(dotted path, whether the schema knows it) of every value: objects the schema closes are walked
+    into, free-form ones (resources, annotations, Kafka keys) are one value."""
+    properties = node.get("properties", {})
+    for key, value in values.items():
+        known = key in properties
+        if known and isinstance(value, dict) and properties[key].get("additionalProperties") is False:
+            yield from _values(value, properties[key], f"{path}{key}.")
+        else:
+            yield f"{path}{key}", known
+
+
 def test_values_schema_covers_every_value() -> None:
-    schema = json.loads((CHART / "values.schema.json").read_text())
-    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert [path for path, known in _values(DEFAULTS, SCHEMA) if not known] == []
+    assert SCHEMA["additionalProperties"] is False
 
-    def walk(values: Mapping[str, Any], node: Mapping[str, Any], path: str) -> Iterator[str]:
-        properties = node.get("properties", {})
-        for key, value in values.items():
-            if key not in properties:
-                yield f"{path}{key}"
-            elif isinstance(value, dict) and properties[key].get("additionalProperties") is False:
-                yield from walk(value, properties[key], f"{path}{key}.")
 
-    assert list(walk(defaults, schema, "")) == []
-    assert schema["additionalProperties"] is False
+def test_the_charts_readme_documents_every_value() -> None:
+    readme = (CHART / "README.md").read_text()
+    assert [path for path, _ in _values(DEFAULTS, SCHEMA) if f"| `{path}` |" not in readme] == []
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
