@@ -5,7 +5,8 @@
 #       Delta Spark connector's jars into Spark's jars/ folder (downloaded from Maven Central at build time)
 #
 # It runs as the non-root user 10001 with a read-only root filesystem (the chart mounts /tmp and the
-# data volume); the entry point is the `telemetry-sink` command (serve, rollup, maintain, dashboard, ...).
+# data volume); the entry point is the `telemetry-sink` command (serve, rollup, maintain, dashboard, ...),
+# or Spark's executor backend for the executor pods of a rollup on Kubernetes (scripts/docker-entrypoint.sh).
 
 ARG PYTHON_VERSION=3.11
 
@@ -44,11 +45,13 @@ RUN if [ "$DELTA_CONNECTOR" = "true" ]; then \
             "$MAVEN_REPOSITORY/io/delta/$DELTA_SPARK_ARTIFACT/$DELTA_VERSION/$DELTA_SPARK_ARTIFACT-$DELTA_VERSION.jar" \
             "$MAVEN_REPOSITORY/io/delta/delta-storage/$DELTA_VERSION/delta-storage-$DELTA_VERSION.jar"; \
     fi
+COPY scripts/docker-entrypoint.sh /usr/local/bin/telemetry-sink-entrypoint
 ENV HOME=/tmp \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 10001:10001
 WORKDIR /tmp
 EXPOSE 4317 4318
-ENTRYPOINT ["tini", "--", "telemetry-sink"]
+# `telemetry-sink <command>`; Spark's executor pods (`executor`) run Spark's executor backend
+ENTRYPOINT ["tini", "--", "telemetry-sink-entrypoint"]
 CMD ["serve"]

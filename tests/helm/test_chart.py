@@ -44,7 +44,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "spark-submit": {
         **RWX,
         "replicaCount": 2,
-        "rollup": {"mode": "kubernetes", "sparkConf": {"spark.ui.enabled": False}},
+        "rollup": {"mode": "kubernetes", "sparkConf": {"spark.ui.enabled": "false"}},
     },
     "everything": {
         **RWX,
@@ -54,6 +54,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "ingressFrom": [{"namespaceSelector": {"matchLabels": {"kafka": "clients"}}}],
         },
         "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+        "tls": {"enabled": True, "existingSecret": "sink-tls"},
+        "imagePullSecrets": [{"name": "registry"}],
+        "service": {"type": "LoadBalancer"},
         "auth": {"existingSecret": "sink-tokens"},
         "sink": {
             "superUsers": ["User:admin"],
@@ -98,7 +101,7 @@ def one(values: Mapping[str, Any], kind: str, name: str | None = None) -> dict[s
 
 
 def sink_config(values: Mapping[str, Any]) -> str:
-    return str(one(values, "ConfigMap")["data"]["telemetry-sink.yaml"])
+    return str(one(values, "ConfigMap", "ts-telemetry-sink")["data"]["telemetry-sink.yaml"])
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -147,7 +150,9 @@ def test_the_front_end_runs_as_an_sre_expects() -> None:
         "capabilities": {"drop": ["ALL"]},
     }
     assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["terminationGracePeriodSeconds"] == 30 + 15  # the sink's grace period, then the flush
+    assert pod["terminationGracePeriodSeconds"] == 5 + 30 + 15  # preStop, the sink's grace period, the flush
+    assert sink["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
+    assert sink["startupProbe"]["httpGet"]["path"] == "/healthz"
     assert {m["mountPath"] for m in sink["volumeMounts"]} == {
         "/etc/telemetry-sink/config",
         "/tmp",
@@ -183,7 +188,7 @@ def test_tls_and_tokens_come_from_existing_secrets(tmp_path: Path) -> None:
     pod = one(values, "Deployment")["spec"]["template"]["spec"]
     secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert secrets == {"tls": "sink-tls", "auth": "sink-tokens"}
-    assert pod["containers"][0]["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert pod["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": "http"}  # mTLS
     document = yaml.safe_load(sink_config(values))
     assert document["server"]["tls_client_ca_file"] == "/etc/telemetry-sink/tls/ca.crt"
     assert document["security"]["tokens_file"] == "/etc/telemetry-sink/auth/tokens.yaml"
@@ -229,7 +234,7 @@ def test_rollups_run_in_the_pod_by_default_and_on_the_cluster_in_spark_submit_mo
     pod = local["jobTemplate"]["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
     assert args[:2] == ["rollup", "--once"]
-    assert args[args.index("--master") + 1] == "local[*]"
+    assert args[args.index("--master") + 1] == "local[2]"
     assert pod["affinity"]["podAffinity"]  # beside the front end: they share a ReadWriteOnce volume
     values = VARIANTS["spark-submit"]
     remote = one(values, "CronJob", "ts-telemetry-sink-rollup")["spec"]["jobTemplate"]["spec"]["template"][
@@ -242,13 +247,22 @@ def test_rollups_run_in_the_pod_by_default_and_on_the_cluster_in_spark_submit_mo
         for i, a in enumerate(args)
         if a == "--conf"
     }
-    assert confs["spark.kubernetes.authenticate.driver.serviceAccountName"] == "ts-telemetry-sink-spark"
     assert confs["spark.driver.host"] == "$(POD_IP)"
     assert (
         confs["spark.kubernetes.executor.volumes.persistentVolumeClaim.data.options.claimName"]
         == "ts-telemetry-sink-data"
     )
     assert confs["spark.ui.enabled"] == "false"
+    assert confs["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"  # executors are owned by the driver pod
+    assert (
+        confs["spark.kubernetes.authenticate.executor.serviceAccountName"] == "ts-telemetry-sink"
+    )  # no rights
+    assert confs["spark.kubernetes.executor.podTemplateFile"] == "/etc/telemetry-sink/spark/executor.yaml"
+    template = yaml.safe_load(one(values, "ConfigMap", "ts-telemetry-sink-spark")["data"]["executor.yaml"])
+    assert template["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert template["spec"]["enableServiceLinks"] is False
+    assert template["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    kubernetes_validate.validate(template, KUBERNETES[0], strict=True)
     assert remote["serviceAccountName"] == "ts-telemetry-sink-spark"
     role = one(values, "Role")
     assert {"pods", "services", "configmaps"} <= set(role["rules"][0]["resources"])
@@ -292,6 +306,10 @@ def test_helm_test_pushes_one_sample_through_the_service() -> None:
         ({"service": {"sessionAffinity": "Sticky"}}, "at '/service/sessionAffinity'"),
         ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
         ({"sink": {"superUsers": ["admin"]}}, "at '/sink/superUsers/0'"),
+        ({"rollup": {"sparkConf": {"spark.executor.memory": 4}}}, "got number, want string"),
+        ({"storage": {"pvc": {"accessModes": ["ReadWriteOncePod"]}}}, "at '/storage/pvc/accessModes/0'"),
+        ({"maintain": {"retentionHours": 1.5}}, "at '/maintain/retentionHours'"),
+        ({"podDisruptionBudget": {"maxUnavailable": 0}}, "at '/podDisruptionBudget/maxUnavailable'"),
     ],
 )
 def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) -> None:
@@ -313,6 +331,16 @@ def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) ->
         (
             {**RWX, "autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}},
             "minReplicas is above",
+        ),
+        ({"fullnameOverride": "a" * 44}, "longer than 43 characters"),
+        (
+            {
+                **RWX,
+                "serviceMonitor": {"enabled": True},
+                "tls": {"enabled": True, "existingSecret": "t", "clientAuth": True},
+                "tests": {"clientCertSecret": "c"},
+            },
+            "set serviceMonitor.clientCertSecret",
         ),
     ],
 )
@@ -362,3 +390,45 @@ def test_every_command_the_chart_runs_parses_with_the_telemetry_sink_command_lin
             args = [a.replace("$(POD_IP)", "10.0.0.1") for a in container["args"]]
             parsed = parser.parse_args(args)
             assert parsed.command == args[0]
+
+
+def test_no_pod_gets_service_link_variables_which_the_sink_would_read_as_settings() -> None:
+    # a Service named telemetry-sink-... makes TELEMETRY_SINK_SERVICE_HOST & co, unknown settings
+    for variant in VARIANTS.values():
+        for manifest in manifests(_merge(variant, {"fullnameOverride": "telemetry-sink"})):
+            spec = manifest.get("spec", {})
+            pod = (
+                spec.get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec")
+                or spec.get("template", {}).get("spec")
+                or (spec if manifest["kind"] == "Pod" else None)
+            )
+            if pod is not None:
+                assert pod["enableServiceLinks"] is False, manifest["metadata"]["name"]
+
+
+def test_with_mtls_the_probes_connect_without_a_handshake_the_kubelet_cannot_complete() -> None:
+    sink = one(VARIANTS["tls"], "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert sink[probe]["tcpSocket"] == {"port": "http"}, probe
+    tls_only = one({"tls": {"enabled": True, "existingSecret": "t"}}, "Deployment")
+    assert (
+        tls_only["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["scheme"]
+        == "HTTPS"
+    )
+
+
+def test_prometheus_scrapes_over_tls_trusting_the_servers_ca() -> None:
+    endpoint = one(VARIANTS["everything"], "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"]["ca"] == {"secret": {"name": "sink-tls", "key": "ca.crt"}}
+    assert endpoint["tlsConfig"]["serverName"] == "ts-telemetry-sink.telemetry.svc"
+
+
+def test_large_numbers_render_as_integers() -> None:
+    config = yaml.safe_load(sink_config({"sink": {"maxConcurrentRequests": 2000000}}))
+    assert config["server"]["max_concurrent_requests"] == 2000000
+
+
+def test_a_load_balancer_keeps_the_clients_addresses() -> None:
+    assert one(VARIANTS["everything"], "Service")["spec"]["externalTrafficPolicy"] == "Local"
+    assert "externalTrafficPolicy" not in one({}, "Service")["spec"]

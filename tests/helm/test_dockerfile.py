@@ -4,7 +4,11 @@ image, which this machine cannot reach.)"""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,7 @@ import yaml
 pytestmark = pytest.mark.helm
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
+ENTRYPOINT = ROOT / "scripts" / "docker-entrypoint.sh"
 VALUES = yaml.safe_load((ROOT / "helm" / "telemetry-sink" / "values.yaml").read_text())
 
 
@@ -30,7 +35,8 @@ def test_the_image_runs_as_the_non_root_user_the_chart_asks_for() -> None:
 
 def test_the_image_exposes_the_sinks_ports_and_its_entry_point_is_the_command() -> None:
     assert instruction("EXPOSE") == [f"{VALUES['service']['grpcPort']} {VALUES['service']['httpPort']}"]
-    assert instruction("ENTRYPOINT") == ['["tini", "--", "telemetry-sink"]']
+    assert instruction("ENTRYPOINT") == ['["tini", "--", "telemetry-sink-entrypoint"]']
+    assert "COPY scripts/docker-entrypoint.sh /usr/local/bin/telemetry-sink-entrypoint" in DOCKERFILE
     assert instruction("CMD") == ['["serve"]']
 
 
@@ -43,3 +49,45 @@ def test_the_connector_build_argument_fetches_the_jars_the_docs_name() -> None:
     assert f"io.delta:{artifact.group(1)}:{version.group(1)}" in docs
     assert f"io.delta:delta-storage:{version.group(1)}" in docs
     assert re.search(r"^ARG DELTA_CONNECTOR=false$", DOCKERFILE, re.M)  # off unless asked for
+
+
+def test_the_entry_point_runs_telemetry_sink_commands(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(ENTRYPOINT), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
+    assert (done.returncode, done.stdout.split()[0]) == (0, "telemetry-sink")
+
+
+@pytest.mark.spark  # starts a JVM: in the Spark tests' process
+def test_the_entry_point_starts_sparks_kubernetes_executor_backend_for_executor_pods(tmp_path: Path) -> None:
+    """What Spark's executor pods run: the backend starts with the pod's SPARK_* variables and tries
+    the driver (none here, so it fails to connect: the arguments and the classpath were right)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "SPARK_DRIVER_URL": f"spark://CoarseGrainedScheduler@127.0.0.1:{port}",
+        "SPARK_EXECUTOR_ID": "1",
+        "SPARK_EXECUTOR_CORES": "1",
+        "SPARK_APPLICATION_ID": "spark-test",
+        "SPARK_EXECUTOR_POD_IP": "127.0.0.1",
+        "SPARK_EXECUTOR_POD_NAME": "ts-telemetry-sink-rollup-exec-1",
+        "SPARK_EXECUTOR_MEMORY": "256m",
+        "SPARK_JAVA_OPT_0": "-Dspark.network.timeout=10s",
+        "SPARK_JAVA_OPT_1": "-Dspark.rpc.askTimeout=5s",
+    }
+    done = subprocess.run(
+        [str(ENTRYPOINT), "executor"], capture_output=True, text=True, timeout=120, check=False, env=env
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0  # no driver to register with
+    assert "KubernetesExecutorBackend" in output
+    assert f"127.0.0.1:{port}" in output  # it tried the driver it was given
+    assert "Unrecognized option" not in output

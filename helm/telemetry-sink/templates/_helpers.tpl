@@ -50,7 +50,7 @@ app.kubernetes.io/component: frontend
 {{- end }}
 
 {{- define "telemetry-sink.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" .Values.image.repository (toString (default .Chart.AppVersion .Values.image.tag)) }}
 {{- end }}
 
 {{/* Where the Delta tables are: the volume's mount point, or the object store's URI. */}}
@@ -78,6 +78,12 @@ app.kubernetes.io/component: frontend
 {{- if and .Values.tls.clientAuth (not .Values.tls.enabled) }}
 {{- fail "tls.clientAuth needs tls.enabled" }}
 {{- end }}
+{{- if and .Values.serviceMonitor.enabled .Values.tls.clientAuth (not .Values.serviceMonitor.clientCertSecret) }}
+{{- fail "serviceMonitor with tls.clientAuth: set serviceMonitor.clientCertSecret to Prometheus's client certificate Secret" }}
+{{- end }}
+{{- if gt (len (include "telemetry-sink.fullname" .)) 43 }}
+{{- fail "the release's full name is longer than 43 characters (CronJob names are at most 52): use a shorter release name or fullnameOverride" }}
+{{- end }}
 {{- if and .Values.tests.enabled .Values.tls.clientAuth (not .Values.tests.clientCertSecret) }}
 {{- fail "helm test with tls.clientAuth: set tests.clientCertSecret to the test client's kubernetes.io/tls Secret (or tests.enabled false)" }}
 {{- end }}
@@ -91,6 +97,21 @@ app.kubernetes.io/component: frontend
 {{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
+{{- end }}
+{{- end }}
+
+{{/* A probe of the HTTP port: GET the path (HTTPS with TLS); a TCP connect with mTLS, where the
+kubelet has no client certificate to complete a handshake with. */}}
+{{- define "telemetry-sink.probe" -}}
+{{- $ := index . 0 }}
+{{- if $.Values.tls.clientAuth }}
+tcpSocket:
+  port: http
+{{- else }}
+httpGet:
+  path: {{ index . 1 }}
+  port: http
+  scheme: {{ include "telemetry-sink.scheme" $ }}
 {{- end }}
 {{- end }}
 
