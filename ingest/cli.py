@@ -12,14 +12,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
 
 from deltalake.exceptions import TableNotFoundError
 
-from exporters import list_shards, maintain
+from exporters import delta_tables_under, list_shards, maintain
 from exporters.delta.maintenance import DEFAULT_RETENTION_HOURS
 from ingest.admin_cli import add_admin_parser, run_admin
 from ingest.config import SinkConfig, SinkConfigError
@@ -214,31 +213,24 @@ def _maintain(args: argparse.Namespace) -> int:
 
 
 def _derived_tables(root: str) -> list[str]:
-    """The other Delta tables directly under a local data root: the Spark jobs' silver and gold
-    tables (not the config log, whose history the replicas read)."""
-    if not os.path.isdir(root):
-        return []
-    return sorted(
+    """The other Delta tables directly under the data root: the Spark jobs' silver and gold tables
+    (not the config log, whose history the replicas read)."""
+    return [
         name
-        for name in os.listdir(root)
+        for name in (uri.rsplit("/", 1)[1] for uri in delta_tables_under(root))
         if name not in (*BRONZE_TABLES, CONFIG_LOG_TABLE)
-        and os.path.isdir(os.path.join(root, name, "_delta_log"))
-    )
+    ]
 
 
 def _tables_to_maintain(root: str, names: Sequence[str], extra: Sequence[str]) -> list[str]:
-    """Each named table under the root, or (on a local root) each of its replica shards; by default
-    the bronze tables and, on a local root, every other table there (silver and gold)."""
+    """Each named table under the data root (a path or an object-store URI), or each of its replica
+    shards; by default the bronze tables and every other table there (silver and gold)."""
     if not names:
-        names = [*BRONZE_TABLES, *(_derived_tables(root) if "://" not in root else [])]
+        names = [*BRONZE_TABLES, *_derived_tables(root)]
     uris = []
     for name in names:
-        uri = f"{root}/{name}"
-        local = "://" not in root
-        if local and not os.path.isdir(os.path.join(uri, "_delta_log")):
-            uris += list_shards(root, name) or [uri]
-        else:
-            uris.append(uri)
+        uri = f"{root.rstrip('/')}/{name}"
+        uris += list_shards(root, name) or [uri]
     return uris + list(extra)
 
 

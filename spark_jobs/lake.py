@@ -50,6 +50,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from exporters import delta_tables_under
+
 __all__ = ["DeltaLake", "LakeError", "Partition", "PartitionFilter", "partition_predicate"]
 
 log = logging.getLogger(__name__)
@@ -142,15 +144,7 @@ class DeltaLake:
         fs, root = pafs.FileSystem.from_uri(_absolute(uri))
         if fs.get_file_info(f"{root}/_delta_log").type == pafs.FileType.Directory:
             return [uri]
-        if fs.get_file_info(root).type != pafs.FileType.Directory:
-            return []
-        children = fs.get_file_info(pafs.FileSelector(root))
-        return sorted(
-            f"{uri.rstrip('/')}/{child.base_name}"
-            for child in children
-            if child.type == pafs.FileType.Directory
-            and fs.get_file_info(f"{child.path}/_delta_log").type == pafs.FileType.Directory
-        )
+        return delta_tables_under(uri)
 
     def added_files(self, uri: str, after: int, until: int) -> list[str]:
         """URIs of the data files that commits ``after + 1 .. until`` added and that are still in the

@@ -16,7 +16,9 @@ import re
 import socket
 from typing import Final
 
-__all__ = ["default_replica_id", "list_shards", "shard_uri"]
+import pyarrow.fs as pafs
+
+__all__ = ["default_replica_id", "delta_tables_under", "list_shards", "shard_uri"]
 
 _SAFE: Final = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -33,14 +35,20 @@ def shard_uri(data_root: str, table: str, replica_id: str) -> str:
     return f"{data_root.rstrip('/')}/{table}/{replica_id}"
 
 
-def list_shards(data_root: str, table: str) -> list[str]:
-    """The shard tables of ``table`` under a local data root, sorted (object stores: list with the
-    store's own tools, or read ``<root>/<table>/*`` with Spark)."""
-    base = os.path.join(data_root, table)
-    if not os.path.isdir(base):
+def delta_tables_under(uri: str) -> list[str]:
+    """The Delta tables directly under ``uri`` (a local path or an object-store URI, listed with
+    pyarrow's file systems, which take their credentials from the environment), sorted."""
+    fs, root = pafs.FileSystem.from_uri(uri if "://" in uri else os.path.abspath(uri))
+    if fs.get_file_info(root).type != pafs.FileType.Directory:
         return []
     return sorted(
-        os.path.join(base, name)
-        for name in os.listdir(base)
-        if os.path.isdir(os.path.join(base, name, "_delta_log"))
+        f"{uri.rstrip('/')}/{child.base_name}"
+        for child in fs.get_file_info(pafs.FileSelector(root))
+        if child.type == pafs.FileType.Directory
+        and fs.get_file_info(f"{child.path}/_delta_log").type == pafs.FileType.Directory
     )
+
+
+def list_shards(data_root: str, table: str) -> list[str]:
+    """The shard tables of ``table`` under the data root (a path or an object-store URI), sorted."""
+    return delta_tables_under(f"{data_root.rstrip('/')}/{table}")

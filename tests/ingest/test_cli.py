@@ -77,7 +77,8 @@ def test_maintain_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> N
         main(["maintain", "--storage-option", "novalue"])
 
 
-def test_maintain_finds_every_replica_shard(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_uri", [False, True], ids=["path", "object-store style URI"])
+def test_maintain_finds_every_replica_shard(tmp_path: Path, as_uri: bool) -> None:
     async def land(replica: str) -> None:
         exporter = DeltaLandingExporter(
             shard_uri(str(tmp_path), "telemetry_pushes", replica), max_batch_rows=1
@@ -94,7 +95,7 @@ def test_maintain_finds_every_replica_shard(tmp_path: Path) -> None:
             _script(),
             "maintain",
             "--data-root",
-            str(tmp_path),
+            tmp_path.as_uri() if as_uri else str(tmp_path),  # file://: listed like s3:// or gs://
             "--table",
             "telemetry_pushes",
             "--retention-hours",
@@ -109,14 +110,15 @@ def test_maintain_finds_every_replica_shard(tmp_path: Path) -> None:
     assert all(r["files_removed_by_compaction"] == 3 for r in reports)
 
 
-def test_maintain_also_compacts_the_rollups_tables_on_a_local_root(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_uri", [False, True], ids=["path", "object-store style URI"])
+def test_maintain_also_compacts_the_rollups_tables(tmp_path: Path, as_uri: bool) -> None:
     """The Spark jobs replace partitions at every run: their silver and gold tables need vacuuming
     too. The config log is left alone (the replicas read its history)."""
     for name in ("metric_points", "rollup_client_1m", "config_log"):
         for n in range(2):
             write_deltalake(str(tmp_path / name), pa.table({"n": [n]}), mode="append")
     result = subprocess.run(
-        [_script(), "maintain", "--data-root", str(tmp_path), "--no-vacuum"],
+        [_script(), "maintain", "--data-root", tmp_path.as_uri() if as_uri else str(tmp_path), "--no-vacuum"],
         capture_output=True,
         text=True,
         check=True,

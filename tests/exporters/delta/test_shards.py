@@ -45,3 +45,8 @@ async def test_every_replica_shard_is_listed(tmp_path: Path) -> None:
         str(tmp_path / "telemetry_pushes" / "sink-1"),
     ]
     assert list_shards(str(tmp_path), "quota_samples") == []
+    # an object-store style URI is listed through pyarrow's file systems, and keeps its form
+    assert list_shards(tmp_path.as_uri(), "telemetry_pushes") == [
+        f"{tmp_path.as_uri()}/telemetry_pushes/sink-0",
+        f"{tmp_path.as_uri()}/telemetry_pushes/sink-1",
+    ]
