@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # The telemetry-sink image: Python slim, a Java 17 runtime for the Spark jobs, and the project's wheel.
 #
 #   docker build -t telemetry-sink:0.1.0 .
@@ -30,6 +31,9 @@ ARG DELTA_CONNECTOR=false
 ARG DELTA_SPARK_ARTIFACT=delta-spark_4.2_2.13
 ARG DELTA_VERSION=4.4.1
 ARG MAVEN_REPOSITORY=https://repo1.maven.org/maven2
+# more jars for Spark's jars/ folder, as space-separated URLs: e.g. hadoop-aws and the AWS SDK bundle
+# matching PySpark's Hadoop, for rollups on S3 (s3a://)
+ARG EXTRA_JARS=""
 RUN apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini \
     && rm -rf /var/lib/apt/lists/* \
@@ -37,14 +41,24 @@ RUN apt-get update \
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-index --find-links /wheels telemetry-sink \
     && rm -rf /wheels
-# the Delta Spark connector for production (spark_jobs.lake uses it when its classes are on the classpath)
-RUN if [ "$DELTA_CONNECTOR" = "true" ]; then \
-        jars="$(python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" \
-        && python -c "import sys, urllib.request; [urllib.request.urlretrieve(u, sys.argv[1] + '/' + u.rsplit('/', 1)[1]) for u in sys.argv[2:]]" \
-            "$jars" \
-            "$MAVEN_REPOSITORY/io/delta/$DELTA_SPARK_ARTIFACT/$DELTA_VERSION/$DELTA_SPARK_ARTIFACT-$DELTA_VERSION.jar" \
-            "$MAVEN_REPOSITORY/io/delta/delta-storage/$DELTA_VERSION/delta-storage-$DELTA_VERSION.jar"; \
-    fi
+# the Delta Spark connector for production (spark_jobs.lake uses it when its classes are on the
+# classpath), and EXTRA_JARS: downloaded into Spark's jars/ folder
+RUN urls="$EXTRA_JARS" \
+    && if [ "$DELTA_CONNECTOR" = "true" ]; then \
+        urls="$urls $MAVEN_REPOSITORY/io/delta/$DELTA_SPARK_ARTIFACT/$DELTA_VERSION/$DELTA_SPARK_ARTIFACT-$DELTA_VERSION.jar" \
+        && urls="$urls $MAVEN_REPOSITORY/io/delta/delta-storage/$DELTA_VERSION/delta-storage-$DELTA_VERSION.jar"; \
+    fi \
+    && python - $urls <<'PY'
+import os
+import sys
+import urllib.request
+
+import pyspark
+
+jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+for url in sys.argv[1:]:
+    urllib.request.urlretrieve(url, os.path.join(jars, url.rsplit("/", 1)[1]))
+PY
 COPY scripts/docker-entrypoint.sh /usr/local/bin/telemetry-sink-entrypoint
 ENV HOME=/tmp \
     PYTHONDONTWRITEBYTECODE=1 \
