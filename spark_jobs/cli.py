@@ -250,7 +250,10 @@ def _window(args: argparse.Namespace) -> Window:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
-    problems = _window(args).problems()
+    try:
+        problems = _window(args).problems()
+    except OverflowError:
+        problems = ["--from/--to are too far from now for a window of 24 hours"]
     if args.serve and not 0 <= args.port <= 65535:
         problems.append(f"--port must be between 0 and 65535, got {args.port}")
     if args.serve and not args.refresh > 0:
@@ -262,6 +265,7 @@ def _dashboard(args: argparse.Namespace) -> int:
     if settings is None:
         return 2
     out = Path(args.out) if args.out else (None if args.serve else Path("dashboard.html"))
+    stop = _stop_on_signals("dashboard", "stopping") if args.serve else threading.Event()
     spark = spark_session(settings)
     lake = DeltaLake(spark, storage_options=dict(args.storage_option), connector=uses_connector(settings))
 
@@ -282,11 +286,12 @@ def _dashboard(args: argparse.Namespace) -> int:
                 temporary.replace(out)
         except Exception as exc:  # storage, Spark or the output file: said here, raised for the caller
             log.debug("dashboard render failed", exc_info=True)
-            print(
-                f"telemetry-sink dashboard: the render failed: {_first_line(exc)}",
-                file=sys.stderr,
-                flush=True,
-            )
+            if not stop.is_set():  # (a render cancelled by a stop is not a failure)
+                print(
+                    f"telemetry-sink dashboard: the render failed: {_first_line(exc)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             raise
         rows = sum(len(r.rows) for r in results.values())
         where = f" -> {out}" if out is not None else ""
@@ -313,7 +318,6 @@ def _dashboard(args: argparse.Namespace) -> int:
             except Exception:  # said by render
                 return 1
             return 0
-        stop = _stop_on_signals("dashboard", "stopping")
         try:
             server = DashboardServer(render, host=args.host, port=args.port, refresh_s=args.refresh)
         except OSError as exc:
@@ -328,6 +332,7 @@ def _dashboard(args: argparse.Namespace) -> int:
             flush=True,
         )
         stop.wait()
+        spark.sparkContext.cancelAllJobs()  # a render in progress ends now, not at its last query
         server.stop()
         return 0
     finally:

@@ -171,6 +171,12 @@ def _bytes(value: object) -> str:
     raise AssertionError("unreachable")
 
 
+def _text(value: object) -> str:
+    """What a client sent, as text in a chart: plotly.js reads ``<br>``, ``<a href>`` and other tags in
+    labels, names and titles, so they are escaped (plotly shows the entities as the characters)."""
+    return html.escape(str(value), quote=False)
+
+
 def _figure_html(figure: go.Figure, div_id: str, query: str) -> str:
     figure.update_layout(margin={"l": 60, "r": 20, "t": 50, "b": 40}, template="plotly_white")
     body = figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=_PLOT_CONFIG)
@@ -235,7 +241,12 @@ def _overview(page: _Page) -> str:
         )
     else:
         parts.append(page.empty("fleet_totals", "Fleet totals") or "")
-    parts.append(page.empty("fleet_per_minute", "Fleet activity per minute") or _fleet_chart(page))
+    per_minute = page.result("fleet_per_minute")
+    idle = not any(any(v for k, v in r.items() if k != "bucket_start") for r in per_minute.records())
+    parts.append(
+        page.empty("fleet_per_minute", "Fleet activity per minute")
+        or (_empty("Fleet activity per minute: nothing in this window.") if idle else _fleet_chart(page))
+    )
     parts.append(page.empty("errors_by_code", "Error answers by code") or _errors_chart(page))
     return "".join(parts)
 
@@ -271,7 +282,7 @@ def _errors_chart(page: _Page) -> str:
             go.Bar(
                 x=[_plot_time(r["bucket_start"]) for r in rows],
                 y=[r["answers"] for r in rows],
-                name=f"{rpc} {error_name(code)} ({code})",
+                name=_text(f"{rpc} {error_name(code)} ({code})"),
             )
         )
     figure.update_layout(barmode="stack", height=360, title_text="Error answers per minute, by RPC and code")
@@ -284,7 +295,8 @@ def _ranking_chart(
     """Horizontal bars of one ranking per metric, a menu to choose the metric."""
     groups: dict[str, list[Mapping[str, object]]] = {}
     for record in page.result(name).records():
-        groups.setdefault(f"{record['metric_name']} ({record['metric_kind']})", []).append(record)
+        unit = f", {record['metric_unit']}" if record.get("metric_unit") else ""
+        groups.setdefault(f"{record['metric_name']} ({record['metric_kind']}{unit})", []).append(record)
     keys = sorted(groups)
     shown = _group_key(groups, wanted) or keys[0]
     figure = go.Figure()
@@ -293,18 +305,18 @@ def _ranking_chart(
         figure.add_trace(
             go.Bar(
                 x=[r["value"] for r in rows],
-                y=[f"#{r['rank']} {label(r)}" for r in rows],
+                y=[_text(f"#{r['rank']} {label(r)}") for r in rows],
                 orientation="h",
-                name=key,
+                name=_text(key),
                 visible=key == shown,
-                customdata=[[r.get(c) for c in ("peak", "points", "measure", "metric_unit")] for r in rows],
+                customdata=[[r.get("peak"), r.get("points"), _text(r.get("measure"))] for r in rows],
                 hovertemplate=hover + "<br>%{customdata[2]}: %{x}<br>peak: %{customdata[0]}"
                 "<br>points: %{customdata[1]}<extra></extra>",
             )
         )
     buttons = [
         {
-            "label": key,
+            "label": _text(key),
             "method": "update",
             "args": [
                 {"visible": [k == key for k in keys]},
@@ -337,8 +349,7 @@ def _group_key(groups: Mapping[str, Sequence[Mapping[str, object]]], metric: str
 def _ranking_title(name: str, key: str, groups: Mapping[str, Sequence[Mapping[str, object]]]) -> str:
     first = groups[key][0]
     who = "client instances" if name == "top_clients" else "quota entities"
-    unit = f" [{first['metric_unit']}]" if first.get("metric_unit") else ""
-    return f"Top {who}: {key}, {first['measure']}{unit}"
+    return _text(f"Top {who}: {key}, {first['measure']}")
 
 
 def _metrics(page: _Page, metric: str | None) -> str:
@@ -374,7 +385,7 @@ def _lines_chart(page: _Page, name: str, keys: Sequence[str], y: str, *, title: 
             go.Scatter(
                 x=[_plot_time(r["bucket_start"]) for r in rows],
                 y=[r[y] for r in rows],
-                name=label,
+                name=_text(label),
                 mode="lines+markers",
             )
         )
@@ -463,7 +474,7 @@ def _config(page: _Page) -> str:
     parts = [
         "<h2>Config history</h2>",
         '<p class="note">Subscription and client-quota changes made through the admin API, newest first; '
-        "changes from before the window are greyed (they still apply).</p>",
+        "changes from before the window are greyed (they may still apply).</p>",
     ]
     parts.append(
         page.empty("config_history", "Config changes")
@@ -508,7 +519,7 @@ def render_page(
     generated = (generated_at or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     start, end = (w.astimezone(UTC).strftime("%Y-%m-%d %H:%M") for w in (window.start, window.end))
     refresh = f'<meta http-equiv="refresh" content="{max(1, round(refresh_s))}">' if refresh_s else ""
-    subtitle = f"{start} to {end} UTC (1-minute rollups) · generated {generated}"
+    subtitle = f"{start} to {end} UTC (1-minute and 1-hour rollups) · generated {generated}"
     if source:
         subtitle += f" · {source}"
     sections = (

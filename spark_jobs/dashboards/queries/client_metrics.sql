@@ -8,9 +8,9 @@ WITH shown AS (
 )
 SELECT client_instance_id, metric_name, metric_kind, metric_unit,
        CASE WHEN metric_kind = 'sum' THEN 'increase' ELSE 'average' END AS measure,
-       CASE WHEN metric_kind = 'gauge' THEN SUM(value_sum) / SUM(value_count)
+       CASE WHEN metric_kind = 'gauge' THEN try_divide(SUM(value_sum), SUM(value_count))
             WHEN metric_kind = 'sum' THEN SUM(value_sum)
-            ELSE SUM(sum) / SUM(count) END AS value,
+            ELSE try_divide(SUM(sum), SUM(count)) END AS value,
        COALESCE(MAX(value_max), MAX(max)) AS peak,
        COUNT(DISTINCT attributes_key) AS series,
        SUM(points) AS points

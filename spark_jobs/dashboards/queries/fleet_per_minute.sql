@@ -1,6 +1,12 @@
 -- Fleet overview per minute: client instances that sent metrics, pushes landed, their bytes and the
--- error answers (any Kafka error code but NONE). Minutes with nothing at all are absent.
-WITH activity AS (
+-- error answers (any Kafka error code but NONE). Every minute of the window has a row: a minute with
+-- nothing at all has zeros (an outage shows as one).
+WITH minutes AS (
+  SELECT explode(IF(first <= last, sequence(first, last, INTERVAL 1 MINUTE), array())) AS bucket_start
+  FROM (SELECT date_trunc('MINUTE', dashboard_from - INTERVAL 1 MICROSECOND) + INTERVAL 1 MINUTE AS first,
+               date_trunc('MINUTE', dashboard_to - INTERVAL 1 MICROSECOND) AS last)
+),
+activity AS (
   SELECT bucket_start,
          SUM(IF(`group` = 'telemetry_pushes' AND metric = 'pushes', value_sum, 0)) AS pushes,
          SUM(IF(`group` = 'telemetry_pushes' AND metric = 'payload_bytes', value_sum, 0)) AS payload_bytes,
@@ -18,5 +24,5 @@ SELECT bucket_start,
        CAST(COALESCE(pushes, 0) AS BIGINT) AS pushes,
        CAST(COALESCE(payload_bytes, 0) AS BIGINT) AS payload_bytes,
        CAST(COALESCE(error_answers, 0) AS BIGINT) AS error_answers
-FROM activity FULL OUTER JOIN clients USING (bucket_start)
+FROM minutes LEFT JOIN activity USING (bucket_start) LEFT JOIN clients USING (bucket_start)
 ORDER BY bucket_start

@@ -3,9 +3,9 @@
 -- most client instances of the entity that sent the metric in one minute.
 WITH per_entity AS (
   SELECT metric_name, metric_kind, metric_unit, quota_entity,
-         CASE WHEN metric_kind = 'gauge' THEN SUM(value_sum) / SUM(value_count)
+         CASE WHEN metric_kind = 'gauge' THEN try_divide(SUM(value_sum), SUM(value_count))
               WHEN metric_kind = 'sum' THEN SUM(value_sum)
-              ELSE SUM(sum) / SUM(count) END AS value,
+              ELSE try_divide(SUM(sum), SUM(count)) END AS value,
          CASE WHEN metric_kind = 'sum' THEN 'increase' ELSE 'average' END AS measure,
          COALESCE(MAX(value_max), MAX(max)) AS peak,
          MAX(clients) AS clients,

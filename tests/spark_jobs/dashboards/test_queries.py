@@ -11,7 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from pyspark.sql import SparkSession
 
@@ -24,6 +26,7 @@ from spark_jobs.dashboards.queries import (
     set_variables,
 )
 from spark_jobs.lake import DeltaLake
+from spark_jobs.transforms.rollup import rollup_schema
 from spark_jobs.views import register_views
 from tests.spark_jobs.dashboards.conftest import HOSTILE, SNAPSHOTS, Dataset
 from tests.support.fleet import START_MS
@@ -116,7 +119,9 @@ def test_fleet_per_minute_counts_pushes_by_minute_and_clients_by_their_points(
     clients: dict[str, set[str]] = defaultdict(set)
     for instance, _, _, time_ms in _points(dataset):
         clients[datetime.fromtimestamp(time_ms // 60_000 * 60, UTC).isoformat()].add(instance)
-    rows = records(page_data(page), "fleet_per_minute")
+    every = records(page_data(page), "fleet_per_minute")
+    assert len(every) == 60  # every minute of the hour's window, those without activity at zero
+    rows = [r for r in every if r["pushes"] or r["client_instances"] or r["error_answers"]]
     assert {_plain(r["bucket_start"]): r["pushes"] for r in rows} == pushes
     assert {_plain(r["bucket_start"]): r["payload_bytes"] for r in rows} == payload
     assert {_plain(r["bucket_start"]): r["client_instances"] for r in rows} == {
@@ -227,7 +232,7 @@ def test_config_history_is_newest_first_and_says_what_changed(page: str) -> None
     rows = records(page_data(page), "config_history")
     assert [(r["kind"], r["target"], r["change"], r["principal"], r["in_window"]) for r in rows] == [
         ("client_quota", "user=bob", "producer_byte_rate removed", "User:ops", True),
-        ("client_quota", "user=bob", "producer_byte_rate = 1024.0", "User:ops", True),
+        ("client_quota", "user=bob", "producer_byte_rate = 1024", "User:ops", True),
         (
             "subscription",
             "producers",
@@ -244,7 +249,8 @@ def test_a_window_with_no_data_shows_empty_states(spark: SparkSession, dataset: 
         spark, DeltaLake(spark), dataset.root, Window(later, later + timedelta(hours=1))
     )
     assert all(not r.missing for r in results.values())
-    assert [n for n, r in results.items() if r.rows] == ["fleet_totals", "config_history"]  # one row of zeros
+    # fleet_totals: one row of zeros; fleet_per_minute: every minute, at zero
+    assert [n for n, r in results.items() if r.rows] == ["fleet_totals", "fleet_per_minute", "config_history"]
     assert results["fleet_totals"].records()[0]["pushes"] == 0
     assert "Fleet activity per minute: nothing in this window." in html
     assert 'class="chart"' not in html
@@ -260,3 +266,52 @@ def test_tables_that_do_not_exist_yet_show_an_empty_state_not_an_error(
     html, _ = build_page(spark, DeltaLake(spark), str(tmp_path), window)
     assert "no data yet (telemetry.rollup_entity_1m does not exist; run `telemetry-sink rollup`)" in html
     assert "telemetry.rollup_client_1h, telemetry.rollup_client_1m do not exist" in html
+
+
+def test_metrics_with_no_number_rank_last_instead_of_failing_the_page(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """An idle cumulative histogram (a count increase of 0: a division by zero under ANSI SQL) and a
+    gauge with no samples (NaN, which Spark sorts above every number) have no value."""
+    start = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+
+    def row(instance: int, metric: str, kind: str, **measures: float | None) -> dict[str, object]:
+        return {
+            "bucket_start": start,
+            "client_instance_id": str(uuid.UUID(int=instance)),
+            "client_id": f"c{instance}",
+            "metric_name": metric,
+            "metric_kind": kind,
+            "metric_unit": "ms",
+            "attributes_key": "{}",
+            "points": 1,
+            "first_time": start,
+            "last_time": start,
+            "unknown_deltas": 0,
+            "bucket_hour": "2026-11-21T10",
+            **measures,
+        }
+
+    rows = [
+        row(1, "idle.histogram", "histogram", count=0, sum=0.0),
+        row(2, "latency", "gauge", value_sum=float("nan"), value_count=1, value_max=float("nan")),
+        row(3, "latency", "gauge", value_sum=5.0, value_count=1, value_max=5.0),
+    ]
+    minutes = pa.Table.from_pylist(rows, schema=rollup_schema("client", "1m"))
+    write_deltalake(str(tmp_path / "rollup_client_1m"), minutes)
+    write_deltalake(str(tmp_path / "rollup_client_1h"), rollup_schema("client", "1h").empty_table())
+    views = register_views(DeltaLake(spark), str(tmp_path))
+    window = Window(start, start + timedelta(minutes=30))
+    results = run_queries(spark, views, window, ("top_clients", "client_metrics"))
+    top = {
+        (r["metric_name"], r["rank"]): (r["client_id"], r["value"]) for r in results["top_clients"].records()
+    }
+    assert top == {
+        ("idle.histogram", 1): ("c1", None),
+        ("latency", 1): ("c3", 5.0),
+        ("latency", 2): ("c2", None),
+    }
+    peaks = {
+        (r["client_instance_id"], r["metric_name"]): r["peak"] for r in results["client_metrics"].records()
+    }
+    assert peaks[(str(uuid.UUID(int=2)), "latency")] is None

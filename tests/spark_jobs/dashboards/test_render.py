@@ -132,14 +132,14 @@ def test_what_clients_sent_is_escaped_in_the_tables_and_in_the_data() -> None:
 def test_the_rankings_open_on_the_chosen_metric_else_a_preferred_one_else_the_first() -> None:
     results = empty()
     results["top_clients"] = ranking("a.metric", PREFERRED_METRICS[1], "z.metric")
-    assert visible_trace(render_page(results, WINDOW, metric="z.metric")) == "z.metric (gauge)"
-    assert visible_trace(render_page(results, WINDOW)) == f"{PREFERRED_METRICS[1]} (gauge)"
+    assert visible_trace(render_page(results, WINDOW, metric="z.metric")) == "z.metric (gauge, ms)"
+    assert visible_trace(render_page(results, WINDOW)) == f"{PREFERRED_METRICS[1]} (gauge, ms)"
     assert (
         visible_trace(render_page(results, WINDOW, metric="no.such.metric"))
-        == f"{PREFERRED_METRICS[1]} (gauge)"
+        == f"{PREFERRED_METRICS[1]} (gauge, ms)"
     )
     results["top_clients"] = ranking("b.metric", "a.metric")
-    assert visible_trace(render_page(results, WINDOW)) == "a.metric (gauge)"
+    assert visible_trace(render_page(results, WINDOW)) == "a.metric (gauge, ms)"
 
 
 def test_only_a_served_page_reloads_itself() -> None:
@@ -177,3 +177,25 @@ def test_an_empty_page_loads_in_chromium_with_no_console_errors(tmp_path: Path) 
         assert loaded.page.locator(".empty").first.is_visible()
         assert loaded.page.locator(".empty").count() == len(QUERY_NAMES) - 1
         assert loaded.errors() == []
+
+
+def test_what_clients_sent_is_text_in_the_charts_not_plotly_markup() -> None:
+    results = empty()
+    results["top_clients"] = ranking("m<br>x", client_id='<a href="https://evil.example">c</a>')
+    html = render_page(results, WINDOW)
+    figure = re.search(r'Plotly\.newPlot\(\s*"chart-top-clients",\s*(\[.*?\]),\s*\{', html, re.S)
+    assert figure is not None
+    [trace] = json.loads(figure.group(1))
+    assert trace["name"] == "m&lt;br&gt;x (gauge, ms)"  # plotly shows the entities as the characters
+    assert trace["y"] == ['#1 &lt;a href="https://evil.example"&gt;c&lt;/a&gt; 00000000']
+
+
+def test_a_metric_reported_in_two_units_gets_a_ranking_per_unit() -> None:
+    results = empty()
+    rows = [*ranking("m").rows, *ranking("m").rows]
+    rows[1] = [*rows[1][:2], "s", *rows[1][3:]]
+    results["top_clients"] = QueryResult("top_clients", RANKING, rows)
+    html = render_page(results, WINDOW)
+    figure = re.search(r'Plotly\.newPlot\(\s*"chart-top-clients",\s*(\[.*?\]),\s*\{', html, re.S)
+    assert figure is not None
+    assert sorted(t["name"] for t in json.loads(figure.group(1))) == ["m (gauge, ms)", "m (gauge, s)"]
