@@ -21,6 +21,17 @@ server:
   grpc_max_connection_idle_ms: null
   grpc_max_connection_age_ms: null
   grpc_max_connection_age_grace_ms: null
+kafka_listener:                 # the Kafka wire-protocol listener (ingest.kafka)
+  port: 9094                    # null: no Kafka listener; on server.host, with server.tls_* like the others
+  advertised_host: null         # the address Metadata gives clients (Kafka's advertised.listeners);
+  advertised_port: null         #   null: the address and port the client connected to
+  node_id: 0                    # this node's id in Metadata and DescribeCluster (Kafka's node.id)
+  cluster_id: telemetry-sink    # the cluster id clients see
+  socket_request_max_bytes: 104857600  # largest request (Kafka's socket.request.max.bytes)
+  connections_max_idle_ms: 600000      # close connections idle this long (Kafka's connections.max.idle.ms)
+  request_read_timeout_ms: 30000       # a started request must arrive in full within this (slow clients)
+  max_connections: 2147483647          # Kafka's listener.name.kafka.max.connections
+  max_connection_creation_rate: 2147483647  # Kafka's listener.name.kafka.max.connection.creation.rate
 security:
   tokens_file: null             # YAML {token: principal}: Authorization: Bearer <token> (ingest.security)
   trusted_proxies: []           # CIDRs of fronting proxies whose x-forwarded-* headers are believed
@@ -79,6 +90,7 @@ __all__ = [
     "ENV_PREFIX",
     "AdminConfig",
     "ExporterConfig",
+    "KafkaListenerConfig",
     "SecurityConfig",
     "ServerConfig",
     "SinkConfig",
@@ -92,6 +104,7 @@ DEFAULT_SUBSCRIPTIONS: Final[Mapping[str, Mapping[str, Any]]] = {
 }
 _SECTIONS: Final = (
     "server",
+    "kafka_listener",
     "security",
     "client_metrics",
     "quotas",
@@ -176,6 +189,50 @@ class ServerConfig:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaListenerConfig:
+    """The Kafka wire listener (``ingest.kafka``); Kafka's broker keys where Kafka has one."""
+
+    port: int | None = 9094
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    node_id: int = 0
+    cluster_id: str = "telemetry-sink"
+    socket_request_max_bytes: int = 104_857_600
+    connections_max_idle_ms: int = 600_000
+    request_read_timeout_ms: int = 30_000
+    max_connections: int = 2_147_483_647
+    max_connection_creation_rate: int = 2_147_483_647
+
+    def validate(self) -> list[str]:
+        problems = []
+        for name in ("port", "advertised_port"):
+            port = getattr(self, name)
+            if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
+                problems.append(f"kafka_listener.{name} must be a port number or null, got {port!r}")
+        if self.advertised_host is not None and (
+            not isinstance(self.advertised_host, str) or not self.advertised_host
+        ):
+            problems.append("kafka_listener.advertised_host must be a host name or null")
+        if not isinstance(self.cluster_id, str) or not self.cluster_id:
+            problems.append("kafka_listener.cluster_id must be a non-empty string")
+        if not _is_int(self.node_id) or not 0 <= self.node_id <= 2**31 - 1:
+            problems.append(f"kafka_listener.node_id must be an integer >= 0, got {self.node_id!r}")
+        for name in (
+            "socket_request_max_bytes",
+            "connections_max_idle_ms",
+            "request_read_timeout_ms",
+            "max_connections",
+            "max_connection_creation_rate",
+        ):
+            value = getattr(self, name)
+            if not _is_int(value) or not 1 <= value <= 2**31 - 1:
+                problems.append(
+                    f"kafka_listener.{name} must be an integer between 1 and 2147483647, got {value!r}"
+                )
+        return problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +361,7 @@ class SinkConfig:
     replica_id: str = field(default_factory=default_replica_id)
     storage_options: Mapping[str, str] = field(default_factory=dict)
     server: ServerConfig = field(default_factory=ServerConfig)
+    kafka_listener: KafkaListenerConfig = field(default_factory=KafkaListenerConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
     client_metrics: ClientMetricsConfig = field(default_factory=ClientMetricsConfig)
     quotas: QuotaConfig = field(default_factory=QuotaConfig)
@@ -356,6 +414,10 @@ class SinkConfig:
         server_keys = {f.name for f in fields(ServerConfig)}
         problems += [f"unknown key 'server.{key}'" for key in sections["server"] if key not in server_keys]
         kwargs["server"] = ServerConfig(**{k: v for k, v in sections["server"].items() if k in server_keys})
+        kafka_keys = {f.name for f in fields(KafkaListenerConfig)}
+        kafka = sections["kafka_listener"]
+        problems += [f"unknown key 'kafka_listener.{key}'" for key in kafka if key not in kafka_keys]
+        kwargs["kafka_listener"] = KafkaListenerConfig(**{k: v for k, v in kafka.items() if k in kafka_keys})
         kwargs["security"], security_problems = SecurityConfig.from_mapping(sections["security"])
         problems += security_problems
         try:
@@ -392,10 +454,14 @@ class SinkConfig:
     def validate(self) -> list[str]:
         problems = (
             self.server.validate()
+            + self.kafka_listener.validate()
             + self.security.validate()
             + self.exporter.validate()
             + self.admin.validate()
         )
+        kafka_port = self.kafka_listener.port
+        if kafka_port and kafka_port in (self.server.grpc_port, self.server.http_port):
+            problems.append("kafka_listener.port must differ from server.grpc_port and server.http_port")
         store = SubscriptionStore.for_config(self.client_metrics)
         for name, properties in self.subscriptions.items():
             if not isinstance(properties, dict):

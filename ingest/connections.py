@@ -2,9 +2,10 @@
 
 This module owns:
 
-- ``QuotaGatedSite``, the aiohttp site of the HTTP listener. Every TCP connection it accepts goes
-  through ``ConnectionQuotas.inc(listener, ip)`` before aiohttp (or the TLS handshake) sees it, and
-  ``dec`` when it closes, however it closes (CONN-3):
+- ``ConnectionGate``: every TCP connection a listener accepts goes through
+  ``ConnectionQuotas.inc(listener, ip)`` before its protocol (or the TLS handshake) sees it, and
+  ``dec`` when it closes, however it closes (CONN-3). ``QuotaGatedSite``, the aiohttp site of the HTTP
+  listener, and the Kafka wire listener (``ingest.kafka``) accept through one:
 
   - accepts are serialised per listener, as Kafka's acceptor thread serialises them: while one
     connection waits for the broker or listener creation rate, or for a free slot, later ones queue
@@ -18,6 +19,7 @@ This module owns:
 
   With TLS the handshake runs only after the connection was admitted (``loop.start_tls``), as in
   Kafka, so a refused connection costs no handshake.
+- ``register_listener``: a listener's ``listener.name.<l>.max.connections`` and creation rate.
 - ``HTTP_LISTENER`` (``"HTTP"``), the listener name of port 4318: the ``listener`` tag of the
   ``connection-accept-rate``, ``connection-accept-throttle-time``, ``ip-connection-accept-throttle-time``
   and ``connection-count`` metrics, and the ``<l>`` of ``listener.name.http.*`` keys.
@@ -47,6 +49,7 @@ import asyncio
 import ipaddress
 import logging
 import ssl
+from collections.abc import Callable
 from typing import Any, Final, cast
 
 from aiohttp import web
@@ -56,10 +59,12 @@ from ingest.quotas import Clock, ConnectionQuotas, ConnectionThrottledError, Too
 
 __all__ = [
     "HTTP_LISTENER",
+    "ConnectionGate",
     "QuotaGatedSite",
     "connection_ip",
     "grpc_connection_options",
     "register_http_listener",
+    "register_listener",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,20 +76,34 @@ INT_MAX: Final = 2147483647
 """Kafka's "no limit" for connection counts and rates, and grpc's for its channel arguments."""
 
 
+def register_listener(
+    connections: ConnectionQuotas,
+    name: str,
+    *,
+    max_connections: int = INT_MAX,
+    max_connection_creation_rate: int = INT_MAX,
+) -> str:
+    """Register a listener with its ``listener.name.<l>.max.connections`` and
+    ``listener.name.<l>.max.connection.creation.rate`` (2147483647: none); once per process."""
+    connections.add_listener(
+        name, max_connections=max_connections, max_connection_creation_rate=max_connection_creation_rate
+    )
+    return name
+
+
 def register_http_listener(
     connections: ConnectionQuotas,
     *,
     max_connections: int = INT_MAX,
     max_connection_creation_rate: int = INT_MAX,
 ) -> str:
-    """Register the HTTP listener with its ``listener.name.http.max.connections`` and
-    ``listener.name.http.max.connection.creation.rate`` (2147483647: none); once per process."""
-    connections.add_listener(
+    """Register the HTTP listener (``HTTP_LISTENER``)."""
+    return register_listener(
+        connections,
         HTTP_LISTENER,
         max_connections=max_connections,
         max_connection_creation_rate=max_connection_creation_rate,
     )
-    return HTTP_LISTENER
 
 
 def connection_ip(peername: Any) -> str | None:
@@ -102,10 +121,10 @@ def connection_ip(peername: Any) -> str | None:
 
 
 class _GatedConnection(asyncio.Protocol):
-    """One accepted connection: held unread until the quotas admit it, then handed to aiohttp's
+    """One accepted connection: held unread until the quotas admit it, then handed to the listener's
     protocol (every later event is forwarded to it); its count is released exactly once."""
 
-    def __init__(self, site: QuotaGatedSite) -> None:
+    def __init__(self, site: ConnectionGate) -> None:
         self._site = site
         self._transport: asyncio.Transport | None = None
         self._ip: str | None = None
@@ -158,7 +177,7 @@ class _GatedConnection(asyncio.Protocol):
     # -- admission ----------------------------------------------------------------------------
 
     def abort(self) -> None:
-        """Drop a connection not yet handed to aiohttp (the site is stopping)."""
+        """Drop a connection not yet handed to its protocol (the listener is stopping)."""
         if self._admission is not None:
             self._admission.cancel()
         if self._transport is not None:
@@ -208,11 +227,6 @@ class _GatedConnection(asyncio.Protocol):
 
     async def _hand_off(self, transport: asyncio.Transport) -> None:
         site = self._site
-        server = site.web_server
-        if server is None:  # the runner is cleaning up
-            transport.abort()
-            self._release()
-            return
         if site.ssl_context is not None:
             try:
                 tls = await asyncio.get_running_loop().start_tls(
@@ -227,7 +241,10 @@ class _GatedConnection(asyncio.Protocol):
                 return
             transport = tls
         site._gated.discard(self)
-        handler = server()
+        handler = site.handler_factory()
+        if handler is None:  # stopped during the handshake
+            transport.abort()
+            return
         self._handler = handler
         handler.connection_made(transport)
         early, self._early = self._early, []
@@ -237,11 +254,48 @@ class _GatedConnection(asyncio.Protocol):
             transport.resume_reading()
 
 
-class QuotaGatedSite(web.BaseSite):
-    """A TCP site (like ``web.TCPSite``) that admits each connection through ``ConnectionQuotas``
-    on ``listener`` (registered beforehand) before aiohttp serves it, and starts TLS only then."""
+class ConnectionGate:
+    """Admits the connections of one listener (registered beforehand) through ``ConnectionQuotas``,
+    starts TLS once admitted, then hands each to a protocol from ``handler_factory`` (None while the
+    listener stops). ``protocol`` is the ``loop.create_server`` factory."""
 
-    __slots__ = ("_acceptor", "_bound_port", "_gated", "_host", "_port", "clock", "listener", "quotas")
+    def __init__(
+        self,
+        quotas: ConnectionQuotas,
+        clock: Clock,
+        listener: str,
+        handler_factory: Callable[[], asyncio.Protocol | None],
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        quotas.listener_count(listener)  # ValueError now, not at the first accept, if unregistered
+        self.quotas = quotas
+        self.clock = clock
+        self.listener = listener
+        self.handler_factory = handler_factory
+        self.ssl_context = ssl_context
+        self._acceptor = asyncio.Lock()
+        self._gated: set[_GatedConnection] = set()
+
+    def protocol(self) -> asyncio.Protocol:
+        return _GatedConnection(self)
+
+    @property
+    def waiting(self) -> int:
+        """Connections accepted but not yet handed on (queued, waiting or throttled)."""
+        return len(self._gated)
+
+    def abort_waiting(self) -> None:
+        """Drop every connection still at the gate (the listener is stopping)."""
+        for connection in list(self._gated):
+            connection.abort()
+        self._gated.clear()
+
+
+class QuotaGatedSite(web.BaseSite):
+    """A TCP site (like ``web.TCPSite``) that admits each connection through a ``ConnectionGate`` on
+    ``listener`` before aiohttp serves it."""
+
+    __slots__ = ("_bound_port", "_gate", "_host", "_port")
 
     def __init__(
         self,
@@ -256,15 +310,10 @@ class QuotaGatedSite(web.BaseSite):
         backlog: int = 128,
     ) -> None:
         super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
-        quotas.listener_count(listener)  # ValueError now, not at the first accept, if unregistered
-        self.quotas = quotas
-        self.clock = clock
-        self.listener = listener
+        self._gate = ConnectionGate(quotas, clock, listener, self._handler, ssl_context)
         self._host = host
         self._port = port
         self._bound_port: int | None = None
-        self._acceptor = asyncio.Lock()
-        self._gated: set[_GatedConnection] = set()
 
     @property
     def name(self) -> str:
@@ -281,20 +330,24 @@ class QuotaGatedSite(web.BaseSite):
         return self._ssl_context
 
     @property
-    def web_server(self) -> web.Server | None:
-        return self._runner.server
+    def gate(self) -> ConnectionGate:
+        return self._gate
 
     @property
     def waiting(self) -> int:
         """Connections accepted but not yet handed to aiohttp (queued, waiting or throttled)."""
-        return len(self._gated)
+        return self._gate.waiting
+
+    def _handler(self) -> asyncio.Protocol | None:
+        server = self._runner.server
+        return None if server is None else server()  # None: the runner is cleaning up
 
     async def start(self) -> None:
         await super().start()
         loop = asyncio.get_running_loop()
         # no ssl= here: TLS starts only once the quotas admitted the connection
         self._server = await loop.create_server(
-            lambda: _GatedConnection(self), self._host, self._port, backlog=self._backlog
+            self._gate.protocol, self._host, self._port, backlog=self._backlog
         )
         self._bound_port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self._port
 
@@ -302,9 +355,7 @@ class QuotaGatedSite(web.BaseSite):
         """Stop listening and drop connections still at the gate; aiohttp closes the ones it
         serves (``AppRunner.cleanup``), which gives their counts back."""
         await super().stop()
-        for connection in list(self._gated):
-            connection.abort()
-        self._gated.clear()
+        self._gate.abort_waiting()
 
 
 def grpc_connection_options(

@@ -7,7 +7,7 @@ the engines:
 - every quota-engine sensor as ``telemetry_sink_quota_<group>_<metric>`` gauges, Kafka's metric tags
   as labels (``client-id`` becomes ``client_id``): byte rates, request time, tokens, throttle times,
   connection counts and accept rates, delay-queue sizes;
-- the front end's requests (``RequestMetrics``), by ``transport`` (``grpc``, ``http``) and ``rpc``
+- the front end's requests (``RequestMetrics``), by ``transport`` (``grpc``, ``http``, ``kafka``) and ``rpc``
   (``GetTelemetrySubscriptions``, ``PushTelemetry``, ``Export`` for OTLP's ``MetricsService/Export``):
   ``telemetry_sink_requests_total`` by the answer's Kafka error ``code`` and ``error`` name (0/NONE
   for a landed OTLP export; 58/SASL_AUTHENTICATION_FAILED for an unknown bearer token; -1 for a
@@ -44,7 +44,7 @@ __all__ = [
     "metrics_exposition",
 ]
 
-Transport = Literal["grpc", "http"]
+Transport = Literal["grpc", "http", "kafka"]
 Rpc = Literal["GetTelemetrySubscriptions", "PushTelemetry", "Export"]
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"

@@ -10,7 +10,10 @@ transports establish with ``authenticator`` (``security``) before calling in.
 (``producer_byte_rate``), the subscription core's gates (TEL-16), payload decompression and
 validation (``codec``), the exporter (acknowledged only when durable), then the request-time quota.
 The response carries the largest throttle time of the gates and quotas (QUO-9, PD-7); a quota
-throttle (byte rate or request time, not the gates' advice) also holds the client until it ends.
+throttle (byte rate or request time, not the gates' advice) also holds the client until it ends. A
+transport with connections Kafka's way (the Kafka wire listener) passes its connection as ``channel``
+instead: the quota manager mutes that connection for the throttle (QUO-14: start/end callbacks) and no
+hold is taken or waited for.
 
 What a failure is answered with follows how clients react (PD-12):
 
@@ -61,7 +64,7 @@ from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS, ClientHolds
 from ingest.identity import OPEN, otlp_instance_id
 from ingest.metrics import RequestMetrics
 from ingest.otlp_points import drop_invalid_points
-from ingest.quotas import Clock, QuotaManagers, SystemClock
+from ingest.quotas import Clock, QuotaManagers, SystemClock, ThrottleCallback
 from ingest.security import Authenticator
 from subscriptions import (
     PUSH_ACCEPTED,
@@ -146,22 +149,27 @@ class TelemetryPipeline:
         )
 
     async def get_subscriptions(
-        self, request: GetTelemetrySubscriptionsRequest, client: ClientContext
+        self,
+        request: GetTelemetrySubscriptionsRequest,
+        client: ClientContext,
+        channel: ThrottleCallback | None = None,
     ) -> GetTelemetrySubscriptionsResponse:
         with self.admission.slot() as admitted:
-            refused_ms = await self._refusal(admitted, client)
+            refused_ms = await self._refusal(admitted, client, channel)
             if refused_ms:
                 return _throttled_get(refused_ms)
             started = self._thread_time_ns()
             now = self.clock.now_ms()
             response = self.manager.process_get(request, client, now)
             throttle = self._request_time_throttle_ms(client, started, now)
-            self._hold(client, 0, throttle, now)
+            self._hold(client, 0, throttle, now, channel)
             return response._replace(throttle_time_ms=max(response.throttle_time_ms, throttle))
 
-    async def push(self, request: PushTelemetryRequest, client: ClientContext) -> PushTelemetryResponse:
+    async def push(
+        self, request: PushTelemetryRequest, client: ClientContext, channel: ThrottleCallback | None = None
+    ) -> PushTelemetryResponse:
         with self.admission.slot() as admitted:
-            refused_ms = await self._refusal(admitted, client)
+            refused_ms = await self._refusal(admitted, client, channel)
             if refused_ms:
                 return _throttled_push(refused_ms)
             started = self._thread_time_ns()
@@ -176,28 +184,41 @@ class TelemetryPipeline:
             else:
                 response = outcome
             request_throttle = self._request_time_throttle_ms(client, started, now)
-            self._hold(client, byte_throttle, request_throttle, now)
+            self._hold(client, byte_throttle, request_throttle, now, channel)
             throttle = max(response.throttle_time_ms, byte_throttle, request_throttle)
             return response._replace(throttle_time_ms=throttle)
 
-    async def _refusal(self, admitted: bool, client: ClientContext) -> int:
+    async def _refusal(self, admitted: bool, client: ClientContext, channel: ThrottleCallback | None) -> int:
         """A KIP-714 request in its admission slot (if ``admitted``) waits out its client's hold, as
         Kafka mutes a throttled client's channel: 0 once it may go ahead, else the throttle to refuse
-        it with."""
+        it with. A request on a ``channel`` was read only once its connection was unmuted."""
         if not admitted:
             return self.admission.retry_after_ms
+        if channel is not None:
+            return 0
         return await self.holds.wait(
             client.principal, client.client_id or "", self.clock, self.max_hold_delay_ms
         )
 
-    def _hold(self, client: ClientContext, byte_throttle: int, request_throttle: int, now: int) -> None:
-        """Hold the client for its quota throttle, recorded by the manager with the larger one (ties go
-        to the request-time manager, QUO-9)."""
+    def _hold(
+        self,
+        client: ClientContext,
+        byte_throttle: int,
+        request_throttle: int,
+        now: int,
+        channel: ThrottleCallback | None = None,
+    ) -> None:
+        """Hold the client (or mute its ``channel``) for its quota throttle, recorded by the manager
+        with the larger one (ties go to the request-time manager, QUO-9)."""
         principal, client_id = client.principal, client.client_id or ""
         if byte_throttle > request_throttle:
-            self.holds.hold(self.quotas.produce, principal, client_id, byte_throttle, now)
+            manager, throttle_ms = self.quotas.produce, byte_throttle
         else:
-            self.holds.hold(self.quotas.request, principal, client_id, request_throttle, now)
+            manager, throttle_ms = self.quotas.request, request_throttle
+        if channel is None:
+            self.holds.hold(manager, principal, client_id, throttle_ms, now)
+        else:
+            manager.throttle(principal, client_id, throttle_ms, channel, now)
 
     async def _land(self, accepted: AcceptedPush, now: int) -> PushTelemetryResponse:
         """Decompress, validate and export an accepted push; its answer per PD-12."""

@@ -10,10 +10,11 @@
    ``<data_root>/telemetry_pushes/<replica_id>``) and the quota-sample recorder
    (``<data_root>/quota_samples/<replica_id>``, every ``exporter.quota_sample_period_s``);
 5. the pipeline;
-6. the gRPC server (``ClientTelemetry`` and OTLP ``MetricsService``, with grpcio's connection limits)
-   and the HTTP server (KIP-714 JSON, OTLP ``/v1/metrics``, the admin API ``/admin/v1``,
-   ``/healthz``, ``/readyz``, ``/metrics``, every connection through the connection quotas) on the
-   same event loop, with TLS and mTLS from the config.
+6. the gRPC server (``ClientTelemetry`` and OTLP ``MetricsService``, with grpcio's connection limits),
+   the HTTP server (KIP-714 JSON, OTLP ``/v1/metrics``, the admin API ``/admin/v1``, ``/healthz``,
+   ``/readyz``, ``/metrics``, every connection through the connection quotas) and the Kafka wire
+   listener (``ingest.kafka``, unless ``kafka_listener.port`` is null; every connection through the
+   connection quotas) on the same event loop, with TLS and mTLS from the config.
 
 Every 30 s idle client instances and quota sensors are expired, and a changed tokens file is re-read.
 
@@ -46,6 +47,7 @@ from ingest.config_log import CONFIG_LOG_TABLE, ConfigImage, ConfigLog, ConfigLo
 from ingest.connections import QuotaGatedSite, register_http_listener
 from ingest.grpc_service import ClientTelemetryService
 from ingest.http_app import SERVER_OPTIONS, create_http_app, request_client
+from ingest.kafka import KafkaApis, KafkaListener, ListenerLimits, NodeInfo
 from ingest.metrics import metrics_exposition
 from ingest.otlp_grpc import otlp_metrics_handler
 from ingest.pipeline import TelemetryPipeline
@@ -131,6 +133,8 @@ class Sink:
         )
         self.grpc_port = 0
         self.http_port = 0
+        self.kafka_port: int | None = None
+        self.kafka: KafkaListener | None = None
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -183,6 +187,7 @@ class Sink:
         )
         await site.start()
         self.http_port = site.port
+        await self._start_kafka_listener()
         self._tasks = [
             asyncio.create_task(self.quotas.run_reapers(self.clock), name="quota-reapers"),
             asyncio.create_task(self._expire_periodically(), name="expiry"),
@@ -191,6 +196,28 @@ class Sink:
         if self.quota_samples is not None:
             sample = self.quota_samples.run(self._quota_snapshot, self.clock.now_ms, self._until_stopping)
             self._sampling = asyncio.create_task(sample, name="quota-samples")
+
+    async def _start_kafka_listener(self) -> None:
+        kafka = self.config.kafka_listener
+        if kafka.port is None:
+            return
+        node = NodeInfo(kafka.node_id, kafka.cluster_id, kafka.advertised_host, kafka.advertised_port)
+        self.kafka = KafkaListener(
+            KafkaApis(self.pipeline, self.admin, node),
+            self.manager,
+            self.quotas.connections,
+            self.clock,
+            limits=ListenerLimits(
+                socket_request_max_bytes=kafka.socket_request_max_bytes,
+                connections_max_idle_ms=kafka.connections_max_idle_ms,
+                request_read_timeout_ms=kafka.request_read_timeout_ms,
+            ),
+            ssl_context=self._ssl_context(),
+            max_connections=kafka.max_connections,
+            max_connection_creation_rate=kafka.max_connection_creation_rate,
+        )
+        await self.kafka.start(self.config.server.host, kafka.port)
+        self.kafka_port = self.kafka.port
 
     def _quota_snapshot(self) -> list[QuotaSample]:
         """The quota sensors now, and the answers by quota entity since the previous snapshot."""
@@ -225,8 +252,10 @@ class Sink:
         """Stop accepting, finish requests in flight within the grace period, flush, close."""
         grace = self.config.server.shutdown_grace_s
         self.pipeline.holds.release_all()  # held requests are handled now, not cut off at the grace period
-        if self._grpc is not None:
-            await self._grpc.stop(grace)
+        stopping = [] if self._grpc is None else [self._grpc.stop(grace)]
+        if self.kafka is not None:
+            stopping.append(self.kafka.stop(grace))
+        await asyncio.gather(*stopping)  # both finish their requests in flight within the one grace period
         if self._http is not None:
             await self._http.cleanup()
         await self.exporter.shutdown()
@@ -249,8 +278,9 @@ async def serve(config: SinkConfig) -> int:
     sink = Sink(config)
     await sink.start()
     host = config.server.host
+    kafka = f", Kafka on {host}:{sink.kafka_port}" if sink.kafka_port is not None else ""
     print(
-        f"telemetry-sink serving gRPC on {host}:{sink.grpc_port}, HTTP on {host}:{sink.http_port}, "
+        f"telemetry-sink serving gRPC on {host}:{sink.grpc_port}, HTTP on {host}:{sink.http_port}{kafka}, "
         f"landing in {getattr(sink.exporter, 'table_uri', config.exporter.name)}",
         flush=True,
     )

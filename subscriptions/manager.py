@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Final
 from uuid import UUID, uuid4
 
-from subscriptions.config import ClientMetricsConfig, ConfigError
+from subscriptions.config import DEFAULT_ACCEPTED_COMPRESSION_TYPES, ClientMetricsConfig, ConfigError
 from subscriptions.errors import Errors
 from subscriptions.gating import early_get_allowed, get_wait_ms, push_wait_ms
 from subscriptions.instance import ClientInstance, client_attributes
@@ -46,13 +46,9 @@ __all__ = ["ACCEPTED_COMPRESSION_TYPES", "ClientMetricsManager"]
 
 log = logging.getLogger(__name__)
 
-ACCEPTED_COMPRESSION_TYPES: Final = (
-    CompressionType.ZSTD,
-    CompressionType.LZ4,
-    CompressionType.GZIP,
-    CompressionType.SNAPPY,
-)
-"""Advertised in preference order; NONE is accepted on Push without being advertised (PD-6)."""
+ACCEPTED_COMPRESSION_TYPES: Final = DEFAULT_ACCEPTED_COMPRESSION_TYPES
+"""Advertised in preference order unless ``client.metrics.accepted.compression.types`` says otherwise;
+NONE is accepted on Push without being advertised (PD-6)."""
 
 _COMPRESSION_BY_ID: Final = {int(c): c for c in CompressionType}
 _RESERVED_ID_MAX: Final = 1  # ids 0 (zero) and 1 are reserved
@@ -233,7 +229,7 @@ class ClientMetricsManager:
             error_code=Errors.NONE,
             client_instance_id=client_instance_id,
             subscription_id=instance.subscription_id,
-            accepted_compression_types=ACCEPTED_COMPRESSION_TYPES,
+            accepted_compression_types=self.config.accepted_compression_types,
             push_interval_ms=resolution.push_interval_ms,
             telemetry_max_bytes=self.config.telemetry_max_bytes,
             delta_temporality=True,

@@ -56,7 +56,9 @@ MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 MIN_INTERVAL_MS: Final = 100  # the smallest interval.ms a subscription may have
 GATE_SLACK_S: Final = 0.002  # the sink's clock has millisecond resolution
 _FILE: Final = re.compile(r"librdkafka-(\w+)-push\d+-(\w+)\.bin")
-_BANNER: Final = re.compile(r"serving gRPC on [\d.]+:(\d+)(?:, HTTP on [\d.]+:\d+, landing in (\S+))?")
+_BANNER: Final = re.compile(
+    r"serving gRPC on [\d.]+:(\d+)(?:, HTTP on [\d.]+:\d+(?:, Kafka on [\d.]+:(\d+))?, landing in (\S+))?"
+)
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,7 @@ class Server:
     port: int
     log_path: Path
     table_uri: str | None = None
+    kafka_port: int | None = None
 
     @property
     def target(self) -> str:
@@ -288,7 +291,7 @@ def _launch(name: str, command: list[str], log_path: Path) -> Server:
     if match is None:
         process.kill()
         raise SystemExit(f"{name}: no banner ({banner!r}); log:\n{log_path.read_text()}")
-    return Server(name, process, int(match[1]), log_path, match[2])
+    return Server(name, process, int(match[1]), log_path, match[3], int(match[2]) if match[2] else None)
 
 
 SINK_CONFIG: Final = """\
@@ -299,6 +302,8 @@ server:
   grpc_port: 0
   http_port: 0
   shutdown_grace_s: 60{extra_server}
+kafka_listener:
+  port: 0
 subscriptions:
   bench: {{metrics: "org.apache.kafka.", interval.ms: {interval_ms}}}
 """

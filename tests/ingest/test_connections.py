@@ -9,7 +9,7 @@ import asyncio
 import socket
 import ssl
 import struct
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,47 +29,13 @@ from ingest.connections import (
 from ingest.quotas import ClientQuotaEntity, ConnectionQuotas, MetricName, QuotaConfig, QuotaManagers
 from ingest.quotas import create_quota_managers as _create_quota_managers
 from tests.support.certificates import self_signed
-from tests.support.clock import T0, FakeClock
+from tests.support.clock import T0, FakeClock, SteppedClock, eventually
 
 pytestmark = pytest.mark.integration
 
 IP = "127.0.0.1"
 GROUP = "socket-server-metrics"
 REQUEST = b"GET / HTTP/1.1\r\nHost: sink\r\n\r\n"
-
-
-class SteppedClock(FakeClock):
-    """A fake clock whose waits last until the test moves it past their end (or the event is set),
-    so a test can look at a connection while it waits; ``pending`` lists the waits in progress."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.pending: list[int] = []
-        self._moved = asyncio.Event()
-
-    def advance(self, ms: int) -> int:
-        now = super().advance(ms)
-        moved, self._moved = self._moved, asyncio.Event()
-        moved.set()
-        return now
-
-    async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> bool:
-        if timeout_ms is None:
-            await event.wait()
-            return True
-        end = self.time_ms + timeout_ms
-        self.pending.append(timeout_ms)
-        try:
-            while not event.is_set() and self.time_ms < end:
-                waits = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(self._moved.wait())]
-                try:
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for waiting in waits:
-                        waiting.cancel()
-            return event.is_set()
-        finally:
-            self.pending.remove(timeout_ms)
 
 
 @dataclass
@@ -160,15 +126,6 @@ class Client:
         sock = self.writer.get_extra_info("socket")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.writer.transport.abort()
-
-
-async def eventually(predicate: Callable[[], bool]) -> None:
-    """Let the loop run (no wall-time waits) until the server has caught up with the sockets."""
-    for _ in range(200_000):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
 
 
 # -- CONN-1: config and listener registration --------------------------------------------------

@@ -24,7 +24,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, M
 
 from exporters import shard_uri
 from ingest.codec import decode_payload, decompress
-from ingest.config import ExporterConfig, SecurityConfig, ServerConfig, SinkConfig
+from ingest.config import ExporterConfig, KafkaListenerConfig, SecurityConfig, ServerConfig, SinkConfig
 from ingest.loadgen import (
     CONSUMER_METRICS,
     PRODUCER_METRICS,
@@ -455,6 +455,7 @@ class Sinks:
                 tls_key_file=key,
                 tls_client_ca_file=client_ca_file,
             ),
+            kafka_listener=KafkaListenerConfig(port=0),
             security=SecurityConfig(tokens_file=tokens_file),
             quotas=quotas or QuotaConfig(),
             exporter=ExporterConfig("delta", {"max_batch_latency_ms": 5}),

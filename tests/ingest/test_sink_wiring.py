@@ -32,6 +32,7 @@ async def test_the_configured_tokens_limits_and_request_metrics_are_live_on_both
         {
             "data_root": str(tmp_path / "data"),
             "server": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0, "max_concurrent_requests": 7},
+            "kafka_listener": {"port": 0},
             "security": {"tokens_file": str(tokens), "super_users": "User:admin"},
             "exporter": {"name": "memory"},
         }
@@ -74,6 +75,7 @@ async def test_bootstrap_quotas_apply_first_and_the_config_log_is_replayed_on_to
         {
             "data_root": str(data),
             "server": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
+            "kafka_listener": {"port": 0},
             "exporter": {"name": "memory", "quota_sample_period_s": 0},
             "client_quotas": [
                 {"entity": {"user": "alice"}, "quotas": {"producer_byte_rate": 1024}},

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-BANNER = re.compile(r"serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), landing in (\S+)")
+BANNER = re.compile(
+    r"serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), Kafka on [\d.]+:(\d+), landing in (\S+)"
+)
 BASE_CONFIG = """\
 data_root: {root}
 replica_id: {replica}
@@ -21,6 +23,8 @@ server:
   grpc_port: 0
   http_port: 0
   shutdown_grace_s: 5
+kafka_listener:
+  port: 0
 """
 CLI = str(Path(sys.executable).with_name("telemetry-sink"))
 
@@ -32,6 +36,7 @@ class Running:
     http_port: int
     table_uri: str
     log: Path
+    kafka_port: int
 
     @property
     def http_url(self) -> str:
@@ -58,7 +63,7 @@ def running_sink(
         try:
             if match is None:
                 pytest.fail(f"no banner from serve: {banner!r}; log: {log.read_text()}")
-            yield Running(process, int(match[1]), int(match[2]), match[3], log)
+            yield Running(process, int(match[1]), int(match[2]), match[4], log, int(match[3]))
         finally:
             if process.poll() is None:
                 process.kill()
