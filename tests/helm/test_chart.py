@@ -5,6 +5,7 @@ sink's own config parser, and values.schema.json refuses bad values."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -15,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ingest.config import SinkConfig
+from ingest.config import KafkaListenerConfig, SinkConfig
 from telemetry_sink.cli import build_parser
 
 pytestmark = pytest.mark.helm
@@ -64,6 +65,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "clientQuotas": [{"entity": {"user": None}, "quotas": {"producer_byte_rate": 1048576}}],
         },
         "podAntiAffinity": "hard",
+        "kafkaListener": {
+            "enabled": True,
+            "advertisedHost": "telemetry.example.com",
+            "clusterId": "telemetry",
+            "maxConnections": 10000,
+        },
     },
 }
 
@@ -124,17 +131,112 @@ def test_every_rendered_manifest_is_valid_for_kubernetes(variant: str, kubernete
     assert {"Deployment", "Service", "ConfigMap"} <= set(kinds)
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_the_rendered_configuration_loads_in_the_sink(variant: str, tmp_path: Path) -> None:
-    # the Secrets' mount points, as files here
+def load_sink_config(values: Mapping[str, Any], tmp_path: Path) -> SinkConfig:
+    """The rendered configuration, loaded by the sink as a pod would (the Secrets' mount points as files
+    under tmp_path)."""
     for mounted in ("tls/tls.crt", "tls/tls.key", "tls/ca.crt", "auth/tokens.yaml"):
         (tmp_path / mounted).parent.mkdir(exist_ok=True)
         (tmp_path / mounted).write_text("s3cret: User:alice\n" if mounted.startswith("auth") else "")
     file = tmp_path / "telemetry-sink.yaml"
-    file.write_text(sink_config(VARIANTS[variant]).replace("/etc/telemetry-sink/", f"{tmp_path}/"))
-    config = SinkConfig.load(file, env={"TELEMETRY_SINK_REPLICA_ID": "ts-telemetry-sink-abc"})
+    file.write_text(sink_config(values).replace("/etc/telemetry-sink/", f"{tmp_path}/"))
+    return SinkConfig.load(file, env={"TELEMETRY_SINK_REPLICA_ID": "ts-telemetry-sink-abc"})
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_rendered_configuration_loads_in_the_sink(variant: str, tmp_path: Path) -> None:
+    config = load_sink_config(VARIANTS[variant], tmp_path)
     assert config.replica_id == "ts-telemetry-sink-abc"
     assert (config.server.grpc_port, config.server.http_port) == (4317, 4318)
+    listener = VARIANTS[variant].get("kafkaListener", {})
+    assert config.kafka_listener.port == (listener["port"] if listener.get("enabled") else None)
+
+
+SINK_KAFKA_DEFAULTS = KafkaListenerConfig()
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        # disabled (the chart's default): the sink, whose own default is 9094, must not listen
+        ({}, {"port": None}),
+        ({"kafkaListener": {"port": 19092}}, {"port": None}),
+        # enabled: the chart's port, the sink's defaults for everything left unset
+        ({"kafkaListener": {"enabled": True}}, {"port": 9094}),
+        ({"kafkaListener": {"enabled": True, "port": 19092}}, {"port": 19092}),
+        # clients outside the cluster: an address of the load balancer
+        (
+            {
+                "kafkaListener": {
+                    "enabled": True,
+                    "advertisedHost": "telemetry.example.com",
+                    "advertisedPort": 443,
+                    "nodeId": 7,
+                    "clusterId": "telemetry-eu-west-1",
+                },
+                "service": {"type": "LoadBalancer"},
+            },
+            {
+                "port": 9094,
+                "advertised_host": "telemetry.example.com",
+                "advertised_port": 443,
+                "node_id": 7,
+                "cluster_id": "telemetry-eu-west-1",
+            },
+        ),
+        # with TLS: a name the certificate holds; an IPv6 literal and an empty host (the sink's default)
+        (
+            {
+                "kafkaListener": {"enabled": True, "advertisedHost": "ts-telemetry-sink.telemetry.svc"},
+                "tls": {"enabled": True, "existingSecret": "sink-tls"},
+            },
+            {"port": 9094, "advertised_host": "ts-telemetry-sink.telemetry.svc"},
+        ),
+        ({"kafkaListener": {"enabled": True, "advertisedHost": "fd00::1"}}, {"advertised_host": "fd00::1"}),
+        ({"kafkaListener": {"enabled": True, "advertisedHost": ""}}, {"advertised_host": None}),
+        # the limits, large numbers as integers
+        (
+            {
+                "kafkaListener": {
+                    "enabled": True,
+                    "socketRequestMaxBytes": 2147483647,
+                    "connectionsMaxIdleMs": 60000,
+                    "requestReadTimeoutMs": 5000,
+                    "maxConnections": 100000,
+                    "maxConnectionCreationRate": 50,
+                }
+            },
+            {
+                "socket_request_max_bytes": 2147483647,
+                "connections_max_idle_ms": 60000,
+                "request_read_timeout_ms": 5000,
+                "max_connections": 100000,
+                "max_connection_creation_rate": 50,
+            },
+        ),
+    ],
+)
+def test_the_kafka_listener_section_loads_in_the_sink_with_the_charts_values(
+    values: dict[str, Any], expected: dict[str, Any], tmp_path: Path
+) -> None:
+    kafka = load_sink_config(values, tmp_path).kafka_listener
+    assert {name: getattr(kafka, name) for name in expected} == expected
+    # everything else is the sink's default: the chart renders only what was set
+    for name in (f.name for f in dataclasses.fields(kafka)):
+        if name not in expected and name != "port":
+            assert getattr(kafka, name) == getattr(SINK_KAFKA_DEFAULTS, name), name
+    document = yaml.safe_load(sink_config(values))["kafka_listener"]
+    assert set(document) <= {"port", "node_id", *expected}
+
+
+def test_the_kafka_listener_port_is_the_one_the_pods_and_the_service_open(tmp_path: Path) -> None:
+    values = _merge(VARIANTS["kafka listener"], {"kafkaListener": {"port": 19092}})
+    assert load_sink_config(values, tmp_path).kafka_listener.port == 19092
+    [sink] = one(values, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert {"name": "kafka", "containerPort": 19092, "protocol": "TCP"} in sink["ports"]
+    service = one(values, "Service")["spec"]["ports"]
+    assert {"name": "kafka", "port": 19092, "targetPort": "kafka", "protocol": "TCP"} in service
+    disabled = one({}, "Deployment")["spec"]["template"]["spec"]["containers"][0]["ports"]
+    assert "kafka" not in [p["name"] for p in disabled]
 
 
 def test_the_front_end_runs_as_an_sre_expects() -> None:
@@ -170,6 +272,9 @@ def test_a_configuration_change_rolls_the_pods() -> None:
         )
 
     assert checksum({}) != checksum({"sink": {"maxConcurrentRequests": 100}})
+    enabled = {"kafkaListener": {"enabled": True}}
+    assert checksum({}) != checksum(enabled)
+    assert checksum(enabled) != checksum(_merge(enabled, {"kafkaListener": {"advertisedHost": "k.example"}}))
     assert checksum({}) == checksum({"resources": {"requests": {"cpu": "1"}}})
 
 
@@ -310,6 +415,13 @@ def test_helm_test_pushes_one_sample_through_the_service() -> None:
         ({"storage": {"pvc": {"accessModes": ["ReadWriteOncePod"]}}}, "at '/storage/pvc/accessModes/0'"),
         ({"maintain": {"retentionHours": 1.5}}, "at '/maintain/retentionHours'"),
         ({"podDisruptionBudget": {"maxUnavailable": 0}}, "at '/podDisruptionBudget/maxUnavailable'"),
+        ({"kafkaListener": {"advertisedHost": "kafka:9094/x"}}, "at '/kafkaListener/advertisedHost'"),
+        ({"kafkaListener": {"advertisedPort": 0}}, "at '/kafkaListener/advertisedPort'"),
+        ({"kafkaListener": {"nodeId": -1}}, "at '/kafkaListener/nodeId'"),
+        ({"kafkaListener": {"clusterId": ""}}, "at '/kafkaListener/clusterId'"),
+        ({"kafkaListener": {"maxConnections": 0}}, "at '/kafkaListener/maxConnections'"),
+        ({"kafkaListener": {"socketRequestMaxBytes": 2**31}}, "at '/kafkaListener/socketRequestMaxBytes'"),
+        ({"kafkaListener": {"advertisdHost": "k"}}, "additional properties 'advertisdHost' not allowed"),
     ],
 )
 def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) -> None:
@@ -341,6 +453,11 @@ def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) ->
                 "tests": {"clientCertSecret": "c"},
             },
             "set serviceMonitor.clientCertSecret",
+        ),
+        ({"kafkaListener": {"enabled": True, "port": 4318}}, "kafkaListener.port must differ"),
+        (
+            {"kafkaListener": {"enabled": True, "port": 9092}, "service": {"grpcPort": 9092}},
+            "kafkaListener.port must differ",
         ),
     ],
 )

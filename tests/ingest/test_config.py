@@ -247,3 +247,44 @@ def test_quo_2_bootstrap_quotas_are_checked_like_alter_client_quotas(tmp_path: P
     ]:
         assert expected in text, expected
     assert len([p for p in raised.value.problems if p.startswith("client_quotas[0]")]) == 3
+
+
+def test_kafka_listener_defaults_to_port_9094_with_kafkas_limits() -> None:
+    kafka = SinkConfig.load(env={}).kafka_listener
+    assert kafka.port == 9094
+    assert (kafka.advertised_host, kafka.advertised_port, kafka.node_id) == (None, None, 0)
+    assert kafka.socket_request_max_bytes == 104857600  # Kafka's socket.request.max.bytes
+    assert kafka.connections_max_idle_ms == 600000  # Kafka's connections.max.idle.ms
+    assert kafka.max_connections == kafka.max_connection_creation_rate == 2147483647
+
+
+def test_kafka_listener_is_set_from_the_file_and_turned_off_from_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("kafka_listener: {port: 19094, advertised_host: sink.example.com, node_id: 3}\n")
+    config = SinkConfig.load(path, env={})
+    assert (config.kafka_listener.port, config.kafka_listener.advertised_host) == (19094, "sink.example.com")
+    assert config.kafka_listener.node_id == 3
+    off = SinkConfig.load(path, env={"TELEMETRY_SINK_KAFKA_LISTENER__PORT": "null"})
+    assert off.kafka_listener.port is None
+
+
+def test_kafka_listener_problems_are_reported_with_the_others() -> None:
+    with pytest.raises(SinkConfigError) as info:
+        SinkConfig.from_document(
+            {
+                "server": {"grpc_port": 4317},
+                "kafka_listener": {
+                    "port": 4317,
+                    "advertised_port": 70000,
+                    "socket_request_max_bytes": 0,
+                    "cluster_id": "",
+                    "colour": "blue",
+                },
+            }
+        )
+    problems = "\n".join(info.value.problems)
+    assert "kafka_listener.port must differ from server.grpc_port" in problems
+    assert "kafka_listener.advertised_port must be a port number" in problems
+    assert "kafka_listener.socket_request_max_bytes must be an integer between 1" in problems
+    assert "kafka_listener.cluster_id must be a non-empty string" in problems
+    assert "unknown key 'kafka_listener.colour'" in problems

@@ -39,3 +39,20 @@ def test_every_problem_is_reported_at_once() -> None:
     assert any("bogus" in p for p in info.value.problems)
     assert any("telemetry.max.bytes must be between 1" in p for p in info.value.problems)
     assert any("client.metrics.cache.max.size must be an integer" in p for p in info.value.problems)
+
+
+def test_accepted_compression_types_are_kafkas_list_in_its_order_unless_configured() -> None:
+    assert [c.name for c in ClientMetricsConfig().accepted_compression_types] == [
+        "ZSTD",
+        "LZ4",
+        "GZIP",
+        "SNAPPY",
+    ]
+    listed = ClientMetricsConfig.from_mapping({"client.metrics.accepted.compression.types": "gzip, lz4"})
+    assert [int(c) for c in listed.accepted_compression_types] == [1, 3]
+    from_yaml = ClientMetricsConfig.from_mapping({"client.metrics.accepted.compression.types": ["snappy"]})
+    assert [int(c) for c in from_yaml.accepted_compression_types] == [2]
+    with pytest.raises(ConfigError, match="unknown compression type 'brotli'"):
+        ClientMetricsConfig.from_mapping({"client.metrics.accepted.compression.types": "zstd,brotli"})
+    with pytest.raises(ConfigError, match="distinct"):
+        ClientMetricsConfig.from_mapping({"client.metrics.accepted.compression.types": "zstd,zstd"})

@@ -5,11 +5,12 @@ versions)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import itertools
 import ssl
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,7 +141,7 @@ class KafkaServed:
 @asynccontextmanager
 async def serving_kafka(
     tmp_path: Path,
-    keys: dict[str, object] | None = None,
+    keys: Mapping[str, object] | None = None,
     clock: FakeClock | None = None,
     *,
     interval_ms: int = 1000,
@@ -183,3 +184,5 @@ async def serving_kafka(
         await listener.stop()
         quotas.close()
         reapers.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reapers
