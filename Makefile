@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python benchmarks/subscriptions/bench.py
 	$(BIN)/python benchmarks/quotas/bench.py
 	$(BIN)/python benchmarks/push_path/bench.py
+	$(BIN)/python benchmarks/kafka_listener/bench.py
 	$(BIN)/python benchmarks/rollup/bench.py
 	$(BIN)/python benchmarks/dashboard/bench.py
 

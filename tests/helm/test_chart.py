@@ -147,8 +147,8 @@ def test_the_rendered_configuration_loads_in_the_sink(variant: str, tmp_path: Pa
     config = load_sink_config(VARIANTS[variant], tmp_path)
     assert config.replica_id == "ts-telemetry-sink-abc"
     assert (config.server.grpc_port, config.server.http_port) == (4317, 4318)
-    listener = VARIANTS[variant].get("kafkaListener", {})
-    assert config.kafka_listener.port == (listener["port"] if listener.get("enabled") else None)
+    listener = _merge(DEFAULTS["kafkaListener"], VARIANTS[variant].get("kafkaListener", {}))
+    assert config.kafka_listener.port == (listener["port"] if listener["enabled"] else None)
 
 
 SINK_KAFKA_DEFAULTS = KafkaListenerConfig()

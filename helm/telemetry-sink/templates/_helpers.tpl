@@ -98,6 +98,9 @@ app.kubernetes.io/component: frontend
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
 {{- end }}
+{{- if and .Values.kafkaListener.enabled (has (int .Values.kafkaListener.port) (list 4317 4318 (int .Values.service.grpcPort) (int .Values.service.httpPort))) }}
+{{- fail "kafkaListener.port must differ from the gRPC and HTTP ports (4317, 4318 on the pods; service.grpcPort and service.httpPort on the Service)" }}
+{{- end }}
 {{- end }}
 
 {{/* A probe of the HTTP port: GET the path (HTTPS with TLS); a TCP connect with mTLS, where the

@@ -6,6 +6,7 @@ RPCs through the admin path (QUO-2, QUO-12)."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 import uuid
 from pathlib import Path
@@ -27,6 +28,7 @@ from kio.static.primitive import f64, i8, i32
 
 from ingest.kafka import SUPPORTED_VERSIONS, ListenerLimits, NodeInfo
 from ingest.quotas import ClientQuotaEntity
+from tests.support.certificates import self_signed
 from tests.support.clock import SteppedClock, eventually
 from tests.support.kafka import IP, KafkaClient, encode_request, serving_kafka
 from tests.support.otlp import metrics_data
@@ -402,3 +404,23 @@ async def test_a_slow_loris_request_and_an_idle_connection_are_closed(tmp_path: 
         idle = await served.connect()
         assert await idle.closed_by_server()
         await eventually(lambda: served.connections.get(IP) == 0)
+
+
+async def test_mtls_principal_is_the_certificate_subject_and_tls_starts_after_admission(
+    tmp_path: Path,
+) -> None:
+    cert, key = self_signed(tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    server_context.load_verify_locations(cert)
+    server_context.verify_mode = ssl.CERT_REQUIRED
+    client_context = ssl.create_default_context(cafile=str(cert))
+    client_context.load_cert_chain(cert, key)
+    async with serving_kafka(tmp_path, ssl_context=server_context) as served:
+        client = await served.connect(client_context)
+        got = await _get(client)
+        instance = served.manager.instance(got.client_instance_id)  # type: ignore[attr-defined]
+        assert instance is not None
+        assert instance.context.principal == "User:CN=127.0.0.1"
+        refused = await served.connect(ssl.create_default_context(cafile=str(cert)))  # no certificate
+        assert await refused.closed_by_server()
