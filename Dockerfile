@@ -65,7 +65,7 @@ ENV HOME=/tmp \
     PYTHONUNBUFFERED=1
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 4317 4318
+EXPOSE 4317 4318 9094
 # `telemetry-sink <command>`; Spark's executor pods (`executor`) run Spark's executor backend
 ENTRYPOINT ["tini", "--", "telemetry-sink-entrypoint"]
 CMD ["serve"]

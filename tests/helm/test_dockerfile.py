@@ -34,7 +34,8 @@ def test_the_image_runs_as_the_non_root_user_the_chart_asks_for() -> None:
 
 
 def test_the_image_exposes_the_sinks_ports_and_its_entry_point_is_the_command() -> None:
-    assert instruction("EXPOSE") == [f"{VALUES['service']['grpcPort']} {VALUES['service']['httpPort']}"]
+    ports = (VALUES["service"]["grpcPort"], VALUES["service"]["httpPort"], VALUES["kafkaListener"]["port"])
+    assert instruction("EXPOSE") == [" ".join(str(port) for port in ports)]
     assert instruction("ENTRYPOINT") == ['["tini", "--", "telemetry-sink-entrypoint"]']
     assert "COPY scripts/docker-entrypoint.sh /usr/local/bin/telemetry-sink-entrypoint" in DOCKERFILE
     assert instruction("CMD") == ['["serve"]']
