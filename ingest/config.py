@@ -27,7 +27,7 @@ kafka_listener:                 # the Kafka wire-protocol listener (ingest.kafka
   advertised_port: null         #   null: the address and port the client connected to
   node_id: 0                    # this node's id in Metadata and DescribeCluster (Kafka's node.id)
   cluster_id: telemetry-sink    # the cluster id clients see
-  socket_request_max_bytes: 104857600  # largest request (Kafka's socket.request.max.bytes)
+  socket_request_max_bytes: 8388608    # largest request (Kafka's socket.request.max.bytes; Kafka: 100 MiB)
   connections_max_idle_ms: 600000      # close connections idle this long (Kafka's connections.max.idle.ms)
   request_read_timeout_ms: 30000       # a started request must arrive in full within this (slow clients)
   max_connections: 2147483647          # Kafka's listener.name.kafka.max.connections
@@ -191,6 +191,12 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 8 * 1024 * 1024
+"""8 MiB rather than Kafka's 100 MiB: the largest request a telemetry client sends is a push of at
+most ``telemetry.max.bytes`` (1 MiB by default), and every connection may hold one request in memory."""
+_REQUEST_OVERHEAD_BYTES: Final = 65536
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaListenerConfig:
     """The Kafka wire listener (``ingest.kafka``); Kafka's broker keys where Kafka has one."""
@@ -200,7 +206,7 @@ class KafkaListenerConfig:
     advertised_port: int | None = None
     node_id: int = 0
     cluster_id: str = "telemetry-sink"
-    socket_request_max_bytes: int = 104_857_600
+    socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
     connections_max_idle_ms: int = 600_000
     request_read_timeout_ms: int = 30_000
     max_connections: int = 2_147_483_647
@@ -462,6 +468,15 @@ class SinkConfig:
         kafka_port = self.kafka_listener.port
         if kafka_port and kafka_port in (self.server.grpc_port, self.server.http_port):
             problems.append("kafka_listener.port must differ from server.grpc_port and server.http_port")
+        max_push = self.client_metrics.telemetry_max_bytes + _REQUEST_OVERHEAD_BYTES
+        if (
+            _is_int(self.kafka_listener.socket_request_max_bytes)
+            and self.kafka_listener.socket_request_max_bytes < max_push
+        ):
+            problems.append(
+                f"kafka_listener.socket_request_max_bytes must be at least telemetry.max.bytes + 64 KiB "
+                f"({max_push}), or the largest pushes close their connection"
+            )
         store = SubscriptionStore.for_config(self.client_metrics)
         for name, properties in self.subscriptions.items():
             if not isinstance(properties, dict):

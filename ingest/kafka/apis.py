@@ -4,8 +4,9 @@
   version, checked with Kafka's pattern (INVALID_REQUEST otherwise), which the connection keeps for its
   later requests. An unsupported version gets a v0 answer: UNSUPPORTED_VERSION and ApiVersions' range.
 - Metadata (3), v0-12: this node as the only broker and the controller, at its advertised address;
-  every requested topic UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID when asked by id); no topics when
-  all are asked for.
+  every requested topic UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID when asked by id, v12); no topics
+  when all are asked for. A request for more than ``MAX_METADATA_TOPICS`` topics, or by topic id
+  before v12, is refused.
 - DescribeCluster (60), v0-1: this node (brokers only: asking for controllers gets
   UNSUPPORTED_ENDPOINT_TYPE).
 - GetTelemetrySubscriptions (71) and PushTelemetry (72), v0: the pipeline's answer, the same as over
@@ -59,6 +60,8 @@ log = logging.getLogger(__name__)
 
 BROKERS_ENDPOINT: Final = 1
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
+MAX_METADATA_TOPICS: Final = 10_000
+"""More topics than a telemetry client asks about; the answer's cost is bounded by it."""
 _SOFTWARE_PATTERN: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 """Kafka's rule for ApiVersions v3's ClientSoftwareName and ClientSoftwareVersion."""
 _ZERO_MS: Final = datetime.timedelta(0)
@@ -142,7 +145,10 @@ class KafkaApis:
             raise FrameError(f"api key {api_key} version {api_version} is not supported")
         header, body = parse_request(frame, api_key, api_version)
         response = await self._handlers[api_key](header, body, connection)
-        return encode_response(api_key, api_version, correlation_id, response)
+        try:
+            return encode_response(api_key, api_version, correlation_id, response)
+        except Exception as exc:  # a value the version cannot carry, from what the client sent
+            raise FrameError(f"no {api_key}v{api_version} answer can carry this: {exc!r}") from exc
 
     # -- cluster ------------------------------------------------------------------------------
 
@@ -183,6 +189,13 @@ class KafkaApis:
             _nested(schema, "MetadataResponseBroker"), node_id=self.node.node_id, host=host, port=port
         )
         topic_schema = _nested(schema, "MetadataResponseTopic")
+        requested = body.topics or ()
+        if len(requested) > MAX_METADATA_TOPICS:
+            raise FrameError(
+                f"Metadata for {len(requested)} topics (at most {MAX_METADATA_TOPICS} are answered)"
+            )
+        if header.api_version < 12 and any(t.name is None for t in requested):
+            raise FrameError(f"Metadata v{header.api_version} asks for a topic by id (v12 and later only)")
         topics = tuple(
             build(
                 topic_schema,
@@ -194,7 +207,7 @@ class KafkaApis:
                 is_internal=False,
                 partitions=(),
             )
-            for t in body.topics or ()
+            for t in requested
         )
         return build(
             schema,
@@ -320,6 +333,22 @@ class KafkaApis:
     ) -> Any:
         schema = response_schema(ALTER_CLIENT_QUOTAS, header.api_version)
         client = connection.client_context(header.client_id)
+        entity_schema = _nested(schema, "EntityData")
+
+        def echoed(parts: Any) -> tuple[Any, ...]:
+            return tuple(entity_schema(entity_type=p.entity_type, entity_name=p.entity_name) for p in parts)
+
+        if not self.admin.authorized(client, "ALTER_CONFIGS"):  # before anything is validated, as Kafka
+            denied = [
+                build(
+                    _nested(schema, "EntryData"),
+                    error_code=ErrorCode.cluster_authorization_failed,
+                    error_message="Cluster authorization failed (ALTER_CONFIGS)",
+                    entity=echoed(entry.entity),
+                )
+                for entry in body.entries
+            ]
+            return build(schema, throttle_time=_ZERO_MS, entries=tuple(denied))
         answers: list[tuple[Any, int, str | None] | None] = []
         alterations: list[QuotaAlteration] = []
         for entry in body.entries:
@@ -333,7 +362,6 @@ class KafkaApis:
             answers.append(None)
         result = await self.admin.alter_client_quotas(client, alterations, validate_only=body.validate_only)
         altered = iter(result.entries)
-        entity_schema = _nested(schema, "EntityData")
         entries = []
         for entry, refused in zip(body.entries, answers, strict=True):
             if refused is None:
@@ -346,9 +374,7 @@ class KafkaApis:
                     _nested(schema, "EntryData"),
                     error_code=ErrorCode(code),
                     error_message=message,
-                    entity=tuple(
-                        entity_schema(entity_type=e.entity_type, entity_name=e.entity_name) for e in entities
-                    ),
+                    entity=echoed(entities),
                 )
             )
         throttle_ms = result.throttle_time_ms

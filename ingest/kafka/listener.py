@@ -11,10 +11,12 @@ answers them with ``KafkaApis``, one connection at a time as a broker's network 
   answered (``apis``).
 - Throttling: a quota throttle goes out in the response at once, and the connection is muted (no
   further reads) until the quota engine's reaper ends the throttle (QUO-14): the connection is the
-  ``ThrottleCallback``.
+  ``ThrottleCallback``. A client that disconnects while muted is closed (and its instances evicted) at
+  once, not when its throttle ends.
 - Slow and idle clients: a connection with no request started for ``connections_max_idle_ms``
   (Kafka's ``connections.max.idle.ms``) is closed; so is one whose request does not arrive in full
-  within ``request_read_timeout_ms`` of its first byte (a slow-loris client).
+  within ``request_read_timeout_ms`` of its first byte (a slow-loris client), and one that does not
+  read its answers for ``connections_max_idle_ms``.
 - Identity: the principal is the subject of a verified client certificate (mTLS) or
   ``User:ANONYMOUS`` (SASL is not implemented); source address and port come from the socket; client
   software name and version from ApiVersions v3 (``unknown`` until then, as in Kafka).
@@ -30,6 +32,7 @@ import contextlib
 import itertools
 import logging
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from ingest.connections import ConnectionGate, connection_ip, register_listener
@@ -54,7 +57,7 @@ class ListenerLimits:
     def __init__(
         self,
         *,
-        socket_request_max_bytes: int = 104_857_600,
+        socket_request_max_bytes: int = 8 * 1024 * 1024,
         connections_max_idle_ms: int = 600_000,
         request_read_timeout_ms: int = 30_000,
     ) -> None:
@@ -68,6 +71,7 @@ class _Connection:
 
     __slots__ = (
         "_contexts",
+        "_gone",
         "_listener",
         "_reader",
         "_software",
@@ -81,9 +85,15 @@ class _Connection:
     )
 
     def __init__(
-        self, listener: KafkaListener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, index: int
+        self,
+        listener: KafkaListener,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        gone: asyncio.Event,
+        index: int,
     ) -> None:
         self._listener = listener
+        self._gone = gone
         self._reader = reader
         self._writer = writer
         self._unmuted = asyncio.Event()
@@ -144,7 +154,9 @@ class _Connection:
         read_s = limits.request_read_timeout_ms / 1000
         apis = self._listener.apis
         while not self._listener.stopping:
-            await self._unmuted.wait()
+            if not self._unmuted.is_set() and not await self._unmuted_unless_gone():
+                self._close_because("the client went away while muted")
+                return
             try:
                 async with asyncio.timeout(idle_s):
                     first = await reader.readexactly(1)
@@ -178,8 +190,44 @@ class _Connection:
                 self._close_because(str(exc))
                 return
             writer.write(response)
-            await writer.drain()
+            try:
+                async with asyncio.timeout(idle_s):
+                    await writer.drain()
+            except TimeoutError:
+                self._close_because(f"answers not read for {limits.connections_max_idle_ms} ms")
+                return
             self.busy = False
+
+    async def _unmuted_unless_gone(self) -> bool:
+        """Wait for the throttle to end (True), or for the client to close or reset (False)."""
+        waits = {asyncio.ensure_future(self._unmuted.wait()), asyncio.ensure_future(self._gone.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return self._unmuted.is_set()
+
+
+class _StreamProtocol(asyncio.StreamReaderProtocol):
+    """asyncio's stream protocol, telling the connection's loop when the client has gone (end of
+    stream or connection lost) even while the loop is not reading."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter, asyncio.Event], Awaitable[None]],
+    ) -> None:
+        self.gone = asyncio.Event()
+        super().__init__(reader, lambda r, w: serve(r, w, self.gone))
+
+    def eof_received(self) -> bool:
+        self.gone.set()
+        return bool(super().eof_received())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.gone.set()
+        super().connection_lost(exc)
 
 
 class KafkaListener:
@@ -226,12 +274,13 @@ class KafkaListener:
     def _protocol(self) -> asyncio.Protocol | None:
         if self.stopping:
             return None
-        reader = asyncio.StreamReader(limit=2**16)
-        return asyncio.StreamReaderProtocol(reader, self._serve)
+        return _StreamProtocol(asyncio.StreamReader(limit=2**16), self._serve)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gone: asyncio.Event
+    ) -> None:
         task: asyncio.Task[None] = asyncio.current_task()  # type: ignore[assignment]
-        connection = _Connection(self, reader, writer, next(self._index))
+        connection = _Connection(self, reader, writer, gone, next(self._index))
         self._serving[task] = connection
         try:
             await connection.serve()

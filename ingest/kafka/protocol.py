@@ -10,6 +10,10 @@ versions the listener implements, all through the ``kio`` package's schemas and 
 - ``SUPPORTED_VERSIONS`` is exactly what is implemented and what ApiVersions advertises.
 - Bodies are read leniently: bytes after the last field are ignored (librdkafka's all-topics Metadata
   v12 request carries some).
+- Before kio reads a body, every length in it (strings, bytes, arrays, tagged fields) is checked
+  against the bytes the frame has left (``check_lengths``): kio's native reader reserves memory for an
+  array's declared length before reading it, so a 29-byte frame declaring 2**32 topics would otherwise
+  abort the process.
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ from typing import Any, Final, NamedTuple
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    is_optional,
+)
 from kio.static.protocol import Entity
 
 __all__ = [
@@ -39,6 +50,7 @@ __all__ = [
     "FrameError",
     "RequestHeader",
     "build",
+    "check_lengths",
     "encode_response",
     "parse_request",
     "peek_header",
@@ -101,7 +113,11 @@ def parse_request(frame: bytes, api_key: int, api_version: int) -> tuple[Request
     parse. Bytes after the body are ignored."""
     header_reader, body_reader = _request_codec(api_key, api_version)
     try:
-        header, offset = header_reader(frame, 0)
+        header, offset = header_reader(frame, 0)  # from 0: what it read is where the body starts
+    except Exception as exc:
+        raise FrameError(f"a malformed {api_key}v{api_version} request header: {exc!r}") from exc
+    check_lengths(load_request_schema(api_key, api_version), frame, offset)
+    try:
         body, _ = body_reader(frame, offset)
     except Exception as exc:  # kio's DecodeError family, and whatever a hostile frame provokes
         raise FrameError(f"a malformed {api_key}v{api_version} request: {exc!r}") from exc
@@ -144,3 +160,134 @@ def build(schema: type[Entity], **values: Any) -> Any:
     message, whose fields differ); fields not given take their defaults."""
     names = _field_names(schema)
     return schema(**{k: v for k, v in values.items() if k in names})
+
+
+# -- lengths before kio ---------------------------------------------------------------------------
+
+_FIXED_SIZES: Final = {
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
+}
+_INT16: Final = struct.Struct(">h")
+_INT32: Final = struct.Struct(">i")
+_STRING: Final = 0
+_BYTES: Final = 1
+_ARRAY: Final = 2
+
+
+class _Cursor:
+    """Where the check is in the frame; every step fails with FrameError past its end."""
+
+    __slots__ = ("at", "frame")
+
+    def __init__(self, frame: bytes, at: int) -> None:
+        self.frame = frame
+        self.at = at
+
+    def skip(self, size: int) -> None:
+        if size < 0 or self.at + size > len(self.frame):
+            raise FrameError(f"a length of {size} with {len(self.frame) - self.at} bytes left in the request")
+        self.at += size
+
+    def unsigned_varint(self) -> int:
+        value = shift = 0
+        while True:
+            if self.at >= len(self.frame) or shift > 28:
+                raise FrameError("a malformed varint in the request")
+            byte = self.frame[self.at]
+            self.at += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def length(self, kind: int, flexible: bool) -> int:
+        """A string's, bytes' or array's length (-1: null); FrameError if the frame cannot hold it."""
+        if flexible:
+            length = self.unsigned_varint() - 1
+        else:
+            codec = _INT16 if kind == _STRING else _INT32
+            if self.at + codec.size > len(self.frame):
+                raise FrameError("the request ends inside a length")
+            (length,) = codec.unpack_from(self.frame, self.at)
+            self.at += codec.size
+        if length < -1 or length > len(self.frame) - self.at:  # an item takes at least one byte
+            raise FrameError(
+                f"a length of {length} with {len(self.frame) - self.at} bytes left in the request"
+            )
+        return length
+
+
+def _primitive(cursor: _Cursor, kafka_type: str, flexible: bool) -> None:
+    size = _FIXED_SIZES.get(kafka_type)
+    if size is not None:
+        cursor.skip(size)
+    elif kafka_type == "string":
+        cursor.skip(max(cursor.length(_STRING, flexible), 0))
+    elif kafka_type in ("bytes", "records"):
+        cursor.skip(max(cursor.length(_BYTES, flexible), 0))
+    else:
+        raise FrameError(f"a field of kafka type {kafka_type} is not checked")
+
+
+_Step = tuple[str, Any, bool]  # ("primitive" | "primitives" | "entity" | "entities", type, optional)
+
+
+@cache
+def _steps(schema: type[Entity]) -> tuple[_Step, ...]:
+    """The untagged fields of an entity in wire order, classified once."""
+    steps: list[_Step] = []
+    for field in fields(schema):
+        if "tag" in field.metadata:
+            continue  # in the tagged section
+        kind = classify_field(field)
+        if isinstance(kind, EntityTupleField):
+            steps.append(("entities", kind.type_, False))
+        elif isinstance(kind, EntityField):
+            steps.append(("entity", kind.type_, is_optional(field)))
+        elif isinstance(kind, PrimitiveTupleField):
+            steps.append(("primitives", field.metadata["kafka_type"], False))
+        else:
+            steps.append(("primitive", field.metadata["kafka_type"], False))
+    return tuple(steps)
+
+
+def _entity(cursor: _Cursor, schema: type[Entity]) -> None:
+    flexible = bool(schema.__flexible__)
+    for step, kind, optional in _steps(schema):
+        if step == "primitive":
+            _primitive(cursor, kind, flexible)
+        elif step == "entity":
+            if optional:  # a nullable struct: an int8 marker, -1 for null
+                cursor.skip(1)
+                if cursor.frame[cursor.at - 1] == 0xFF:
+                    continue
+            _entity(cursor, kind)
+        else:
+            for _ in range(max(cursor.length(_ARRAY, flexible), 0)):
+                if step == "entities":
+                    _entity(cursor, kind)
+                else:
+                    _primitive(cursor, kind, flexible)
+    if flexible:  # the tagged fields: a count, then (tag, size, bytes) each
+        for _ in range(cursor.unsigned_varint()):
+            cursor.unsigned_varint()
+            cursor.skip(cursor.unsigned_varint())
+
+
+def check_lengths(schema: type[Entity], frame: bytes, offset: int) -> None:
+    """FrameError unless every length in the body at ``offset`` fits in the frame."""
+    _entity(_Cursor(frame, offset), schema)

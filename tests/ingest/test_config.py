@@ -253,7 +253,7 @@ def test_kafka_listener_defaults_to_port_9094_with_kafkas_limits() -> None:
     kafka = SinkConfig.load(env={}).kafka_listener
     assert kafka.port == 9094
     assert (kafka.advertised_host, kafka.advertised_port, kafka.node_id) == (None, None, 0)
-    assert kafka.socket_request_max_bytes == 104857600  # Kafka's socket.request.max.bytes
+    assert kafka.socket_request_max_bytes == 8388608  # Kafka's socket.request.max.bytes, 8 MiB here
     assert kafka.connections_max_idle_ms == 600000  # Kafka's connections.max.idle.ms
     assert kafka.max_connections == kafka.max_connection_creation_rate == 2147483647
 
@@ -288,3 +288,13 @@ def test_kafka_listener_problems_are_reported_with_the_others() -> None:
     assert "kafka_listener.socket_request_max_bytes must be an integer between 1" in problems
     assert "kafka_listener.cluster_id must be a non-empty string" in problems
     assert "unknown key 'kafka_listener.colour'" in problems
+
+
+def test_kafka_listener_request_limit_must_leave_room_for_the_largest_push() -> None:
+    with pytest.raises(SinkConfigError, match=r"at least telemetry.max.bytes \+ 64 KiB \(2162688\)"):
+        SinkConfig.from_document(
+            {
+                "client_metrics": {"telemetry.max.bytes": 2097152},
+                "kafka_listener": {"socket_request_max_bytes": 2097152},
+            }
+        )

@@ -10,6 +10,7 @@ import io
 import itertools
 import ssl
 import struct
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.schema.push_telemetry.v0.request import PushTelemetryRequest
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i8, i16, i32
 
 from exporters.in_memory import InMemoryExporter
 from ingest.admin import SinkAdmin, SuperUserAuthorizer
@@ -50,6 +52,19 @@ def encode_request(request: Any, correlation_id: int, client_id: str | None = "k
     entity_writer(type(request))(buffer, request)
     body = buffer.getvalue()
     return struct.pack(">i", len(body)) + body
+
+
+def push_request(
+    instance_id: uuid.UUID | None, subscription_id: int, metrics: bytes, *, terminating: bool = False
+) -> PushTelemetryRequest:
+    """A PushTelemetry v0 request, uncompressed."""
+    return PushTelemetryRequest(
+        client_instance_id=instance_id,
+        subscription_id=i32(subscription_id),
+        terminating=terminating,
+        compression_type=i8(0),
+        metrics=metrics,
+    )
 
 
 class KafkaClient:

@@ -21,16 +21,16 @@ from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
 from kio.schema.metadata.v0 import request as metadata_v0
+from kio.schema.metadata.v10 import request as metadata_v10
 from kio.schema.metadata.v12 import request as metadata_v12
-from kio.schema.push_telemetry.v0.request import PushTelemetryRequest
 from kio.schema.types import TopicName
-from kio.static.primitive import f64, i8, i32
+from kio.static.primitive import f64, i8
 
 from ingest.kafka import SUPPORTED_VERSIONS, ListenerLimits, NodeInfo
 from ingest.quotas import ClientQuotaEntity
 from tests.support.certificates import self_signed
 from tests.support.clock import SteppedClock, eventually
-from tests.support.kafka import IP, KafkaClient, encode_request, serving_kafka
+from tests.support.kafka import IP, KafkaClient, encode_request, push_request, serving_kafka
 from tests.support.otlp import metrics_data
 
 pytestmark = pytest.mark.integration
@@ -40,18 +40,6 @@ ZERO = uuid.UUID(int=0)
 
 async def _get(client: KafkaClient, instance_id: uuid.UUID = ZERO) -> object:
     return await client.request(GetTelemetrySubscriptionsRequest(client_instance_id=instance_id))
-
-
-def _push(
-    instance_id: uuid.UUID, subscription_id: int, metrics: bytes, *, terminating: bool = False
-) -> object:
-    return PushTelemetryRequest(
-        client_instance_id=instance_id,
-        subscription_id=i32(subscription_id),
-        terminating=terminating,
-        compression_type=i8(0),
-        metrics=metrics,
-    )
 
 
 # -- ApiVersions -------------------------------------------------------------------------------
@@ -194,15 +182,15 @@ async def test_RPC_1_2_get_and_push_go_through_the_pipeline_and_echo_the_instanc
         echoed = await _get(again, instance_id)  # PD-4: the client's own id comes back
         assert echoed.client_instance_id == instance_id  # type: ignore[attr-defined]
 
-        pushed = await client.request(_push(instance_id, got.subscription_id, metrics_data()))  # type: ignore[attr-defined]
+        pushed = await client.request(push_request(instance_id, got.subscription_id, metrics_data()))  # type: ignore[attr-defined]
         assert pushed.error_code == ErrorCode.none
         assert [p.context.client_instance_id for p in served.exporter.pushes] == [instance_id]
         assert served.exporter.pushes[0].context.client_id == "kio-test"
 
-        early = await client.request(_push(instance_id, got.subscription_id, metrics_data()))  # type: ignore[attr-defined]
+        early = await client.request(push_request(instance_id, got.subscription_id, metrics_data()))  # type: ignore[attr-defined]
         assert early.error_code == ErrorCode.throttling_quota_exceeded  # TEL-17, with PD-7's wait
         assert early.throttle_time.total_seconds() > 0
-        wrong = await client.request(_push(instance_id, 1234, b"", terminating=True))
+        wrong = await client.request(push_request(instance_id, 1234, b"", terminating=True))
         assert wrong.error_code == ErrorCode.unknown_subscription_id
 
 
@@ -222,7 +210,7 @@ async def test_TEL_16_a_push_with_a_null_instance_id_is_invalid_request_not_a_cl
 ) -> None:
     async with serving_kafka(tmp_path) as served:
         client = await served.connect()
-        answer = await client.request(_push(ZERO, 0, b""))
+        answer = await client.request(push_request(ZERO, 0, b""))
         assert answer.error_code == ErrorCode.invalid_request
         assert (await _get(client)).error_code == ErrorCode.none  # type: ignore[attr-defined]
 
@@ -235,7 +223,7 @@ async def test_QUO_14_a_quota_throttle_mutes_the_connection_until_the_throttle_e
         other = await served.connect()  # the same client id on another connection is not muted
         got = await _get(client)
         payload = metrics_data(points=40)
-        pushed = await client.request(_push(got.client_instance_id, got.subscription_id, payload))  # type: ignore[attr-defined]
+        pushed = await client.request(push_request(got.client_instance_id, got.subscription_id, payload))  # type: ignore[attr-defined]
         assert pushed.error_code == ErrorCode.none  # the push landed; its bytes were over the rate
         throttle_ms = round(pushed.throttle_time.total_seconds() * 1000)
         assert throttle_ms > 0
@@ -323,10 +311,14 @@ async def test_QUO_2_client_quota_rpcs_need_a_super_user(tmp_path: Path) -> None
             entity=(alter_v1.EntityData(entity_type="user", entity_name="alice"),),
             ops=(alter_v1.OpData(key="producer_byte_rate", value=f64(1.0), remove=False),),
         )
-        altered = await client.request(
-            alter_v1.AlterClientQuotasRequest(entries=(entry,), validate_only=False)
+        malformed = alter_v1.EntryData(  # authorization comes first, as in Kafka
+            entity=(alter_v1.EntityData(entity_type="group", entity_name="g"),),
+            ops=(alter_v1.OpData(key="producer_byte_rate", value=f64(-1.0), remove=False),),
         )
-        assert [e.error_code for e in altered.entries] == [ErrorCode.cluster_authorization_failed]
+        altered = await client.request(
+            alter_v1.AlterClientQuotasRequest(entries=(entry, malformed), validate_only=False)
+        )
+        assert [e.error_code for e in altered.entries] == [ErrorCode.cluster_authorization_failed] * 2
         assert served.quotas.produce.quota_limit("User:alice", "x") is None
 
 
@@ -371,6 +363,31 @@ def _resize(frame: bytes) -> bytes:
         ("a frame shorter than a header", struct.pack(">ih", 2, 18)),
         ("a negative size", struct.pack(">i", -5)),
         ("a Get whose uuid is cut short", struct.pack(">ihhih", 14, 71, 0, 1, -1) + b"\x00" + b"\x01" * 3),
+        (
+            "a Metadata v10 request by topic id (ids are answered from v12)",
+            encode_request(
+                metadata_v10.MetadataRequest(
+                    topics=(metadata_v10.MetadataRequestTopic(topic_id=uuid.uuid4(), name=None),),
+                    allow_auto_topic_creation=False,
+                    include_cluster_authorized_operations=False,
+                    include_topic_authorized_operations=False,
+                ),
+                1,
+            ),
+        ),
+        (
+            "a Metadata request for more topics than are answered",
+            encode_request(
+                metadata_v12.MetadataRequest(
+                    topics=tuple(
+                        metadata_v12.MetadataRequestTopic(topic_id=None, name=TopicName(f"t{i}"))
+                        for i in range(10_001)
+                    ),
+                    include_topic_authorized_operations=False,
+                ),
+                1,
+            ),
+        ),
     ],
 )
 async def test_frames_it_cannot_answer_close_the_connection_and_others_are_still_served(
@@ -389,7 +406,7 @@ async def test_a_request_over_socket_request_max_bytes_closes_the_connection(tmp
     async with serving_kafka(tmp_path, limits=ListenerLimits(socket_request_max_bytes=100)) as served:
         client = await served.connect()
         assert (await client.request(ApiVersionsV0())).error_code == ErrorCode.none
-        client.send(_push(uuid.uuid4(), 1, b"x" * 200))
+        client.send(push_request(uuid.uuid4(), 1, b"x" * 200))
         assert await client.closed_by_server()
 
 
@@ -406,7 +423,7 @@ async def test_a_slow_loris_request_and_an_idle_connection_are_closed(tmp_path: 
         await eventually(lambda: served.connections.get(IP) == 0)
 
 
-async def test_mtls_principal_is_the_certificate_subject_and_tls_starts_after_admission(
+async def test_mtls_principal_is_the_certificate_subject_and_a_client_without_one_is_refused(
     tmp_path: Path,
 ) -> None:
     cert, key = self_signed(tmp_path)
