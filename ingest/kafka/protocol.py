@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from functools import cache
 from types import MappingProxyType
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, get_origin
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -214,8 +214,9 @@ class _Cursor:
                 return value
             shift += 7
 
-    def length(self, kind: int, flexible: bool) -> int:
-        """A string's, bytes' or array's length (-1: null); FrameError if the frame cannot hold it."""
+    def length(self, kind: int, flexible: bool, nullable: bool) -> int:
+        """A string's, bytes' or array's length (-1: null); FrameError if the frame cannot hold it, or
+        for a null where the schema has none."""
         if flexible:
             length = self.unsigned_varint() - 1
         else:
@@ -228,22 +229,24 @@ class _Cursor:
             raise FrameError(
                 f"a length of {length} with {len(self.frame) - self.at} bytes left in the request"
             )
+        if length == -1 and not nullable:
+            raise FrameError("a null length where the schema has no null")
         return length
 
 
-def _primitive(cursor: _Cursor, kafka_type: str, flexible: bool) -> None:
+def _primitive(cursor: _Cursor, kafka_type: str, flexible: bool, nullable: bool) -> None:
     size = _FIXED_SIZES.get(kafka_type)
     if size is not None:
         cursor.skip(size)
     elif kafka_type == "string":
-        cursor.skip(max(cursor.length(_STRING, flexible), 0))
+        cursor.skip(max(cursor.length(_STRING, flexible, nullable), 0))
     elif kafka_type in ("bytes", "records"):
-        cursor.skip(max(cursor.length(_BYTES, flexible), 0))
+        cursor.skip(max(cursor.length(_BYTES, flexible, nullable), 0))
     else:
         raise FrameError(f"a field of kafka type {kafka_type} is not checked")
 
 
-_Step = tuple[str, Any, bool]  # ("primitive" | "primitives" | "entity" | "entities", type, optional)
+_Step = tuple[str, Any, bool]  # ("primitive" | "primitives" | "entity" | "entities", type, nullable)
 
 
 @cache
@@ -254,34 +257,43 @@ def _steps(schema: type[Entity]) -> tuple[_Step, ...]:
         if "tag" in field.metadata:
             continue  # in the tagged section
         kind = classify_field(field)
+        nullable = _nullable(field)
         if isinstance(kind, EntityTupleField):
-            steps.append(("entities", kind.type_, False))
+            steps.append(("entities", kind.type_, nullable))
         elif isinstance(kind, EntityField):
-            steps.append(("entity", kind.type_, is_optional(field)))
+            steps.append(("entity", kind.type_, nullable))
         elif isinstance(kind, PrimitiveTupleField):
-            steps.append(("primitives", field.metadata["kafka_type"], False))
+            steps.append(("primitives", field.metadata["kafka_type"], nullable))
         else:
-            steps.append(("primitive", field.metadata["kafka_type"], False))
+            steps.append(("primitive", field.metadata["kafka_type"], nullable))
     return tuple(steps)
+
+
+def _nullable(field: Any) -> bool:
+    """Whether the schema lets the field be null: an optional type (``X | None``; for an array,
+    ``tuple[X, ...] | None``, while ``tuple[X | None, ...]`` has nullable items, not a nullable array)."""
+    if get_origin(field.type) is tuple:
+        return False
+    return bool(is_optional(field))
 
 
 def _entity(cursor: _Cursor, schema: type[Entity]) -> None:
     flexible = bool(schema.__flexible__)
-    for step, kind, optional in _steps(schema):
+    for step, kind, nullable in _steps(schema):
         if step == "primitive":
-            _primitive(cursor, kind, flexible)
+            _primitive(cursor, kind, flexible, nullable)
         elif step == "entity":
-            if optional:  # a nullable struct: an int8 marker, -1 for null
+            if nullable:  # a nullable struct: an int8 marker, -1 for null
                 cursor.skip(1)
                 if cursor.frame[cursor.at - 1] == 0xFF:
                     continue
             _entity(cursor, kind)
         else:
-            for _ in range(max(cursor.length(_ARRAY, flexible), 0)):
+            for _ in range(max(cursor.length(_ARRAY, flexible, nullable), 0)):
                 if step == "entities":
                     _entity(cursor, kind)
                 else:
-                    _primitive(cursor, kind, flexible)
+                    _primitive(cursor, kind, flexible, False)
     if flexible:  # the tagged fields: a count, then (tag, size, bytes) each
         for _ in range(cursor.unsigned_varint()):
             cursor.unsigned_varint()

@@ -107,3 +107,16 @@ def test_api_versions_answers_with_response_header_v0_and_telemetry_with_v1() ->
     assert api_versions[4:8] == push[4:8] == struct.pack(">i", 77)
     assert push[8] == 0  # header v1: its (empty) tagged fields
     assert struct.unpack(">h", api_versions[8:10]) == (0,)  # header v0: the body's error code at once
+
+
+@pytest.mark.parametrize(
+    ("api_key", "frame"),
+    [
+        (49, _header(49, 1, True) + b"\x00\x00\x00"),  # AlterClientQuotas v1: entries null (found by fuzzing)
+        (48, _header(48, 1, True) + b"\x00\x00\x00"),  # DescribeClientQuotas v1: components null
+    ],
+)
+def test_a_null_where_the_schema_has_none_is_refused(api_key: int, frame: bytes) -> None:
+    with pytest.raises(FrameError, match="null"):
+        parse_request(frame, api_key, 1)
+    assert parse_request(_header(3, 12, True) + b"\x00\x00\x00\x00", 3, 12)[1].topics is None  # nullable
