@@ -103,20 +103,23 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
 
 
 @cache
-def _request_codec(api_key: int, api_version: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
+def _request_codec(
+    api_key: int, api_version: int
+) -> tuple[type[Entity], Callable[..., Any], Callable[..., Any]]:
+    """The request schema and its header and body readers, looked up once per API version."""
     schema = load_request_schema(api_key, api_version)
-    return entity_reader(schema.__header_schema__), entity_reader(schema)
+    return schema, entity_reader(schema.__header_schema__), entity_reader(schema)
 
 
 def parse_request(frame: bytes, api_key: int, api_version: int) -> tuple[RequestHeader, Any]:
     """The header and body of a request of a supported API version; FrameError when they do not
     parse. Bytes after the body are ignored."""
-    header_reader, body_reader = _request_codec(api_key, api_version)
+    schema, header_reader, body_reader = _request_codec(api_key, api_version)
     try:
         header, offset = header_reader(frame, 0)  # from 0: what it read is where the body starts
     except Exception as exc:
         raise FrameError(f"a malformed {api_key}v{api_version} request header: {exc!r}") from exc
-    check_lengths(load_request_schema(api_key, api_version), frame, offset)
+    check_lengths(schema, frame, offset)
     try:
         body, _ = body_reader(frame, offset)
     except Exception as exc:  # kio's DecodeError family, and whatever a hostile frame provokes
