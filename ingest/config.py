@@ -21,6 +21,8 @@ server:
   grpc_max_connection_idle_ms: null
   grpc_max_connection_age_ms: null
   grpc_max_connection_age_grace_ms: null
+limits:                         # what one request may hold (ingest.limits; every key and default there)
+  max_data_points: 100000
 kafka_listener:                 # the Kafka wire-protocol listener (ingest.kafka)
   port: 9094                    # null: no Kafka listener; on server.host, with server.tls_* like the others
   advertised_host: null         # the address Metadata gives clients (Kafka's advertised.listeners);
@@ -80,6 +82,7 @@ from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ingest.config_log import ENTITY_FIELDS
 from ingest.connections import grpc_connection_options
 from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS
+from ingest.limits import RequestLimits
 from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
 from ingest.quotas.entities import validate_quota
 from ingest.security import Authenticator, is_principal, load_tokens, parse_networks
@@ -104,6 +107,7 @@ DEFAULT_SUBSCRIPTIONS: Final[Mapping[str, Mapping[str, Any]]] = {
 }
 _SECTIONS: Final = (
     "server",
+    "limits",
     "kafka_listener",
     "security",
     "client_metrics",
@@ -368,6 +372,7 @@ class SinkConfig:
     storage_options: Mapping[str, str] = field(default_factory=dict)
     server: ServerConfig = field(default_factory=ServerConfig)
     kafka_listener: KafkaListenerConfig = field(default_factory=KafkaListenerConfig)
+    limits: RequestLimits = field(default_factory=RequestLimits)
     security: SecurityConfig = field(default_factory=SecurityConfig)
     client_metrics: ClientMetricsConfig = field(default_factory=ClientMetricsConfig)
     quotas: QuotaConfig = field(default_factory=QuotaConfig)
@@ -424,6 +429,10 @@ class SinkConfig:
         kafka = sections["kafka_listener"]
         problems += [f"unknown key 'kafka_listener.{key}'" for key in kafka if key not in kafka_keys]
         kwargs["kafka_listener"] = KafkaListenerConfig(**{k: v for k, v in kafka.items() if k in kafka_keys})
+        limit_keys = {f.name for f in fields(RequestLimits)}
+        limits = sections["limits"]
+        problems += [f"unknown key 'limits.{key}'" for key in limits if key not in limit_keys]
+        kwargs["limits"] = RequestLimits(**{k: v for k, v in limits.items() if k in limit_keys})
         kwargs["security"], security_problems = SecurityConfig.from_mapping(sections["security"])
         problems += security_problems
         try:
@@ -461,6 +470,7 @@ class SinkConfig:
         problems = (
             self.server.validate()
             + self.kafka_listener.validate()
+            + self.limits.validate()
             + self.security.validate()
             + self.exporter.validate()
             + self.admin.validate()

@@ -1,0 +1,62 @@
+"""What one request may cost: the structural and text limits every transport applies (``limits:``).
+
+The connection-level limits (timeouts, connection counts, Kafka frame sizes) are the listeners' own
+(``server.*`` and ``kafka_listener.*``); the bytes a payload may decompress to is
+``server.max_decompressed_bytes``. This module owns the rest, checked before and during parsing so
+that the CPU time and memory of a request are bounded by its size and by these numbers, whatever the
+request holds:
+
+| key | default | what it bounds |
+|---|---|---|
+| ``max_resource_metrics`` | 1,000 | ``ResourceMetrics`` in one payload |
+| ``max_scope_metrics`` | 10,000 | ``ScopeMetrics`` in one payload (all resources) |
+| ``max_metrics`` | 20,000 | ``Metric`` messages in one payload |
+| ``max_data_points`` | 100,000 | data points in one payload (every kind) |
+| ``max_attributes_per_point`` | 128 | attributes of one data point, resource or scope (OTel SDK default) |
+| ``max_attribute_value_bytes`` | 16,384 | one attribute's key or string/bytes value |
+| ``max_json_depth`` | 64 | nesting of an OTLP JSON body |
+| ``max_client_id_chars`` | 1,024 | a Kafka client id (header or Kafka request header) |
+| ``max_software_chars`` | 128 | a client software name or version |
+| ``max_entity_counters`` | 10,000 | the per-quota-entity request counters kept between quota snapshots |
+
+Over a payload limit, a KIP-714 push is answered TELEMETRY_TOO_LARGE (118, retried at the next
+interval, PD-12) and an OTLP export 413 / RESOURCE_EXHAUSTED without retry information; client text
+over its limit, or not valid text, is refused with INVALID_REQUEST naming the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Final
+
+__all__ = ["DEFAULT_LIMITS", "RequestLimits"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """The ``limits:`` section: what one request may hold (see the module docstring)."""
+
+    max_resource_metrics: int = 1_000
+    max_scope_metrics: int = 10_000
+    max_metrics: int = 20_000
+    max_data_points: int = 100_000
+    max_attributes_per_point: int = 128
+    max_attribute_value_bytes: int = 16_384
+    max_json_depth: int = 64
+    max_client_id_chars: int = 1_024
+    max_software_chars: int = 128
+    max_entity_counters: int = 10_000
+
+    def validate(self) -> list[str]:
+        """Every problem at once: each limit is an integer between 1 and 2**31 - 1."""
+        problems = []
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+                problems.append(
+                    f"limits.{item.name} must be an integer between 1 and 2147483647, got {value!r}"
+                )
+        return problems
+
+
+DEFAULT_LIMITS: Final = RequestLimits()
