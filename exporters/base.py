@@ -10,6 +10,11 @@ a result the front end maps to the client's answer:
 - ``PERMANENT``: the data itself was refused (e.g. a downstream collector rejected it as malformed);
   the client is told INVALID_RECORD.
 
+A ``PushContext`` is proven storable when it is made: every number fits its column and every string
+(and quota tag) is text UTF-8 can carry (no lone surrogate), else ``ValueError`` naming the field. So
+no push can make an exporter's conversion fail for the pushes batched with it. ``TelemetryPush.size``
+is what a push costs an exporter that keeps it: its payload plus the UTF-8 bytes of its context text.
+
 Exporters are started once, may be flushed, and are shut down once; ``health`` says whether the last
 attempt to store something succeeded. ``ChainExporter`` (in ``registry``) runs several in order.
 """
@@ -21,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 __all__ = ["ExportResult", "Exporter", "Health", "PushContext", "TelemetryPush", "new_push_id"]
 
@@ -37,6 +42,27 @@ class Health(NamedTuple):
     detail: str = ""
 
 
+_TEXT_FIELDS: Final = (
+    "push_id",
+    "principal",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+)
+"""The string fields of a ``PushContext`` (besides the quota tags); each may be None but the first two."""
+
+
+def _utf8_bytes(value: str) -> int | None:
+    """How many bytes ``value`` takes in UTF-8; None if it cannot be encoded (a lone surrogate)."""
+    if value.isascii():
+        return len(value)
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None
+
+
 def new_push_id() -> str:
     """A unique id for one accepted push (a random UUID in its 32-hex-digit form)."""
     return uuid.uuid4().hex
@@ -47,7 +73,9 @@ class PushContext:
     """Everything known about an accepted push besides its payload.
 
     ``quota_tags`` are the metric tags of the quota level the client matched (e.g. ``{"user":
-    "alice", "client-id": ""}``): the quota entity its usage is accounted to.
+    "alice", "client-id": ""}``): the quota entity its usage is accounted to. ``text_bytes`` is set on
+    creation: the UTF-8 bytes of the context's text, the quota tags counted twice (a row holds them as
+    tags and as ``quota_entity``).
     """
 
     client_instance_id: uuid.UUID
@@ -63,10 +91,21 @@ class PushContext:
     compression_type: int = 0
     terminating: bool = False
     push_id: str = field(default_factory=new_push_id)
+    text_bytes: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
         """Reject values the bronze schema cannot hold, so one bad push never fails a batch."""
         problems = []
+        text_bytes = 0
+        for name in _TEXT_FIELDS:
+            value = getattr(self, name)
+            if value is None and name not in ("push_id", "principal"):
+                continue
+            size = _utf8_bytes(value) if isinstance(value, str) else None
+            if size is None:
+                problems.append(f"{name} must be a string UTF-8 can encode (no lone surrogate)")
+            else:
+                text_bytes += size
         if not -(2**31) <= self.subscription_id < 2**31:
             problems.append(f"subscription_id {self.subscription_id} is not an int32")
         if self.received_ms < 0:
@@ -77,8 +116,16 @@ class PushContext:
             problems.append(f"compression_type {self.compression_type} is not an int8")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.quota_tags.items()):
             problems.append("quota_tags must map strings to strings")
+        else:
+            for key, value in self.quota_tags.items():
+                key_bytes, value_bytes = _utf8_bytes(key), _utf8_bytes(value)
+                if key_bytes is None or value_bytes is None:
+                    problems.append("quota_tags must be strings UTF-8 can encode (no lone surrogate)")
+                    break
+                text_bytes += 2 * (key_bytes + value_bytes + 1)
         if problems:
             raise ValueError("; ".join(problems))
+        object.__setattr__(self, "text_bytes", text_bytes)
 
     @property
     def quota_entity(self) -> str:
@@ -92,6 +139,11 @@ class TelemetryPush:
 
     context: PushContext
     payload: bytes
+
+    @property
+    def size(self) -> int:
+        """The bytes this push costs an exporter that keeps it: payload and context text."""
+        return len(self.payload) + self.context.text_bytes
 
 
 class Exporter(ABC):

@@ -6,11 +6,18 @@ bytes a push carries, or raises a ``PayloadError`` carrying the Kafka error code
 - more than ``max_decompressed_bytes`` after decompression (a zip bomb, or just too much):
   TELEMETRY_TOO_LARGE (118), which clients retry at their next interval; never INVALID_RECORD, which
   would stop their telemetry for good (PD-12);
+- more than ``max_compressed_frames`` gzip members, lz4 frames or zstd frames in one payload
+  (``limits.max_compressed_frames``, 64 by default; a Kafka client sends one): TELEMETRY_TOO_LARGE;
 - corrupt or truncated compressed data, or bytes that are not OTLP ``MetricsData``: INVALID_RECORD (87).
 
-Decompression is streaming and bounded: no codec ever produces more than the cap plus one byte.
-Codecs: 0 none, 1 gzip (every member), 2 snappy (a raw block as librdkafka sends it, or the xerial
-framing of Kafka's Java client), 3 lz4 (frames), 4 zstd (frames).
+Decompression is streaming and bounded: no codec ever produces more than the cap plus one byte, and
+the work is linear in the input. Gzip members and lz4 and zstd frames are walked with offsets into
+one ``memoryview``: each frame's decoder is fed chunks that start small and double up to 1 MiB, and
+the input it did not use is taken from the original at the next offset, never handed on as a copy of
+the rest (so a payload of many tiny frames costs at most three times its size plus 256 bytes per
+frame, not the size times the frames). Codecs: 0 none, 1 gzip (every member), 2 snappy (a raw block
+as librdkafka sends it, or the xerial framing of Kafka's Java client, block by block), 3 lz4
+(frames), 4 zstd (frames).
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ import io
 import struct
 import threading
 import zlib
-from typing import Final
+from collections.abc import Callable
+from typing import Final, Protocol
 
 import cramjam
 import lz4.frame
@@ -27,6 +35,7 @@ import zstandard
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
+from ingest.limits import DEFAULT_LIMITS
 from subscriptions import CompressionType, Errors
 
 __all__ = [
@@ -39,9 +48,11 @@ __all__ = [
     "parse_metrics_data",
 ]
 
-DEFAULT_MAX_DECOMPRESSED_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_MAX_DECOMPRESSED_BYTES: Final = 20 * 1024 * 1024  # the OTel Collector's default
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _CHUNK: Final = 1 << 20
+_FIRST_FEED: Final = 256
+"""The first chunk fed to a frame's decoder: about the header and a small frame (each next one doubles)."""
 _ZSTD = threading.local()  # a ZstdDecompressor per thread: creating one costs ten decompressions of a push
 
 
@@ -58,14 +69,22 @@ class InvalidPayloadError(PayloadError):
 
 
 class PayloadTooLargeError(PayloadError):
-    """Bigger than the configured cap once decompressed: TELEMETRY_TOO_LARGE (118)."""
+    """Bigger than the configured cap once decompressed, or too many frames: TELEMETRY_TOO_LARGE (118)."""
 
     error = Errors.TELEMETRY_TOO_LARGE
 
 
-def decode_payload(data: bytes, compression_type: int, max_decompressed_bytes: int) -> bytes:
+def decode_payload(
+    data: bytes,
+    compression_type: int,
+    max_decompressed_bytes: int,
+    *,
+    max_compressed_frames: int = DEFAULT_LIMITS.max_compressed_frames,
+) -> bytes:
     """Decompress and validate: the OTLP ``MetricsData`` bytes to hand to the exporter."""
-    payload = decompress(data, compression_type, max_decompressed_bytes)
+    payload = decompress(
+        data, compression_type, max_decompressed_bytes, max_compressed_frames=max_compressed_frames
+    )
     parse_metrics_data(payload)
     return payload
 
@@ -77,8 +96,15 @@ def parse_metrics_data(payload: bytes) -> MetricsData:
         raise InvalidPayloadError(f"the payload is not OTLP MetricsData: {exc}") from exc
 
 
-def decompress(data: bytes, compression_type: int, max_bytes: int) -> bytes:
-    """Decompress ``data`` per Kafka's ``compression_type``, producing at most ``max_bytes``."""
+def decompress(
+    data: bytes,
+    compression_type: int,
+    max_bytes: int,
+    *,
+    max_compressed_frames: int = DEFAULT_LIMITS.max_compressed_frames,
+) -> bytes:
+    """Decompress ``data`` per Kafka's ``compression_type``, producing at most ``max_bytes`` from at
+    most ``max_compressed_frames`` gzip members, lz4 frames or zstd frames."""
     try:
         kind = CompressionType(compression_type)
     except ValueError:
@@ -86,20 +112,18 @@ def decompress(data: bytes, compression_type: int, max_bytes: int) -> bytes:
     try:
         if kind is CompressionType.NONE:
             out = data
-        elif kind is CompressionType.GZIP:
-            out = _gunzip(data, max_bytes)
         elif kind is CompressionType.SNAPPY:
             out = _unsnappy(data, max_bytes)
-        elif kind is CompressionType.LZ4:
-            out = _unlz4(data, max_bytes)
+        elif kind is CompressionType.ZSTD:
+            out = _unzstd(data, max_bytes, max_compressed_frames)
         else:
-            out = _unzstd(data, max_bytes)
+            out = _frames(data, kind, max_bytes, max_compressed_frames)
     except PayloadError:
         raise
     except Exception as exc:  # every codec's own error type for corrupt input
         raise InvalidPayloadError(f"corrupt {kind.name.lower()} data: {exc}") from exc
     if len(out) > max_bytes:
-        raise PayloadTooLargeError(f"more than {max_bytes} bytes once decompressed")
+        raise _too_large(max_bytes)
     return out
 
 
@@ -107,36 +131,37 @@ def _too_large(max_bytes: int) -> PayloadTooLargeError:
     return PayloadTooLargeError(f"more than {max_bytes} bytes once decompressed")
 
 
-def _gunzip(data: bytes, max_bytes: int) -> bytes:
-    out = bytearray()
-    rest = data
-    while rest:  # a gzip stream may hold several members
-        member = zlib.decompressobj(wbits=31)
-        out += member.decompress(rest, max_bytes + 1 - len(out))
-        if len(out) > max_bytes:
-            raise _too_large(max_bytes)
-        if not member.eof:
-            if member.unconsumed_tail:
-                raise _too_large(max_bytes)
-            raise InvalidPayloadError("truncated gzip data")
-        rest = member.unused_data
-    return bytes(out)
+class _FrameDecoder(Protocol):
+    """The decoder of one gzip member, lz4 frame or zstd frame (what zlib, lz4 and zstandard share):
+    ``unused_data`` is the input fed after the frame's end (empty or None before it)."""
+
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def unused_data(self) -> bytes | None: ...
+
+    def decompress(self, data: memoryview, max_length: int, /) -> bytes: ...
 
 
-def _unlz4(data: bytes, max_bytes: int) -> bytes:
-    out = bytearray()
-    rest = data
-    while rest:  # one or more frames
-        frame = lz4.frame.LZ4FrameDecompressor()
-        out += frame.decompress(rest, max_length=max_bytes + 1 - len(out))
-        if len(out) > max_bytes:
-            raise _too_large(max_bytes)
-        if not frame.eof:
-            if frame.needs_input:
-                raise InvalidPayloadError("truncated lz4 frame")
-            raise _too_large(max_bytes)
-        rest = frame.unused_data
-    return bytes(out)
+class _ZstdFrame:
+    """A zstd frame's ``decompressobj``, whose output needs no bound: ``_unzstd`` bounded it first."""
+
+    __slots__ = ("_frame",)
+
+    def __init__(self, frame: zstandard.ZstdDecompressionObj) -> None:
+        self._frame = frame
+
+    @property
+    def eof(self) -> bool:
+        return bool(self._frame.eof)
+
+    @property
+    def unused_data(self) -> bytes:
+        return bytes(self._frame.unused_data)
+
+    def decompress(self, data: memoryview, max_length: int, /) -> bytes:
+        return bytes(self._frame.decompress(data))
 
 
 def _zstd_decompressor() -> zstandard.ZstdDecompressor:
@@ -146,7 +171,40 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     return decompressor
 
 
-def _unzstd(data: bytes, max_bytes: int) -> bytes:
+_FRAME_DECODERS: Final[dict[CompressionType, Callable[[], _FrameDecoder]]] = {
+    CompressionType.GZIP: lambda: zlib.decompressobj(wbits=31),
+    CompressionType.LZ4: lz4.frame.LZ4FrameDecompressor,
+    CompressionType.ZSTD: lambda: _ZstdFrame(_zstd_decompressor().decompressobj()),
+}
+
+
+def _frames(data: bytes, kind: CompressionType, max_bytes: int, max_frames: int) -> bytes:
+    """Every frame of ``data`` decompressed in turn, in linear time (the module docstring): a frame's
+    decoder is fed chunks at offsets into ``data``, and what it did not use is the next frame's."""
+    view = memoryview(data)
+    new_decoder = _FRAME_DECODERS[kind]
+    name = kind.name.lower()
+    out = bytearray()
+    position = frames = 0
+    while position < len(view):
+        frames += 1
+        if frames > max_frames:
+            raise PayloadTooLargeError(f"more than {max_frames} {name} frames in one payload")
+        decoder = new_decoder()
+        feed = _FIRST_FEED
+        while not decoder.eof:
+            chunk = view[position : position + feed]
+            if not chunk:
+                raise InvalidPayloadError(f"truncated {name} data")
+            out += decoder.decompress(chunk, max_bytes + 1 - len(out))
+            if len(out) > max_bytes:  # else the decoder used the whole chunk, or the frame ended in it
+                raise _too_large(max_bytes)
+            position += len(chunk) - len(decoder.unused_data or b"")
+            feed = min(2 * feed, _CHUNK)
+    return bytes(out)
+
+
+def _unzstd(data: bytes, max_bytes: int, max_frames: int) -> bytes:
     decompressor = _zstd_decompressor()  # each operation below resets it, so a failed one leaves no state
     # first a bounded read, which stops a bomb but says nothing about a truncated frame...
     reader = decompressor.stream_reader(io.BytesIO(data), read_across_frames=True)
@@ -156,15 +214,7 @@ def _unzstd(data: bytes, max_bytes: int) -> bytes:
         if size > max_bytes:
             raise _too_large(max_bytes)
     # ...then the same bytes frame by frame (no bigger than the first pass), each frame complete
-    out = bytearray()
-    rest = data
-    while rest:
-        frame = decompressor.decompressobj()
-        out += frame.decompress(rest)
-        if not frame.eof:
-            raise InvalidPayloadError("truncated zstd frame")
-        rest = frame.unused_data
-    return bytes(out)
+    return _frames(data, CompressionType.ZSTD, max_bytes, max_frames)
 
 
 def _unsnappy(data: bytes, max_bytes: int) -> bytes:

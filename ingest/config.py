@@ -12,13 +12,19 @@ server:
   tls_key_file: null
   tls_client_ca_file: null      # client CA (PEM): mTLS, the principal comes from the certificate
   shutdown_grace_s: 30          # SIGTERM: stop accepting, finish in flight, flush, exit 0
-  max_decompressed_bytes: 67108864   # per push, after decompression (zip-bomb cap)
+  max_decompressed_bytes: 20971520   # per push or export, after decompression (20 MiB, as the OTel Collector)
   max_concurrent_requests: 500  # KIP-714 + OTLP requests in flight, both ports (like queued.max.requests)
   overload_retry_after_ms: 1000 # the wait asked of a request refused for being over that limit
   max_hold_delay_ms: 10000      # a held KIP-714 request waits out its client's throttle up to this long
-  grpc_max_connections: null    # gRPC connection limits grpcio enforces (ingest.connections); null: none
-  grpc_max_concurrent_streams: null
-  grpc_max_connection_idle_ms: null
+  http_max_connections: 10000   # connections to the HTTP port (listener.name.http.max.connections)
+  http_header_timeout_ms: 10000 # a request's headers must arrive within this of its first byte
+  http_body_timeout_ms: 30000   # and its body within this of its headers (else the socket is closed)
+  http_idle_timeout_ms: 120000  # close HTTP connections without a request this long (keep-alive)
+  max_waiting_connections: 1000 # sockets waiting at the HTTP or Kafka connection gate; more are closed
+  connection_wait_timeout_ms: 10000  # a socket not admitted within this is closed (ingest.connections)
+  grpc_max_connections: 10000   # gRPC connection limits grpcio enforces (ingest.connections); null: none
+  grpc_max_concurrent_streams: 100   # RPCs at once on one connection (more wait)
+  grpc_max_connection_idle_ms: 600000  # GOAWAY to a connection without RPCs this long
   grpc_max_connection_age_ms: null
   grpc_max_connection_age_grace_ms: null
 limits:                         # what one request may hold (ingest.limits; every key and default there)
@@ -30,9 +36,10 @@ kafka_listener:                 # the Kafka wire-protocol listener (ingest.kafka
   node_id: 0                    # this node's id in Metadata and DescribeCluster (Kafka's node.id)
   cluster_id: telemetry-sink    # the cluster id clients see
   socket_request_max_bytes: 8388608    # largest request (Kafka's socket.request.max.bytes; Kafka: 100 MiB)
+  non_push_request_max_bytes: 1048576  # largest request of any API but PushTelemetry (read from its api key)
   connections_max_idle_ms: 600000      # close connections idle this long (Kafka's connections.max.idle.ms)
   request_read_timeout_ms: 30000       # a started request must arrive in full within this (slow clients)
-  max_connections: 2147483647          # Kafka's listener.name.kafka.max.connections
+  max_connections: 10000               # Kafka's listener.name.kafka.max.connections (Kafka: none)
   max_connection_creation_rate: 2147483647  # Kafka's listener.name.kafka.max.connection.creation.rate
 security:
   tokens_file: null             # YAML {token: principal}: Authorization: Bearer <token> (ingest.security)
@@ -42,6 +49,7 @@ client_metrics:                 # Kafka's keys (subscriptions.config)
   telemetry.max.bytes: 1048576
 quotas:                         # Kafka's keys (ingest.quotas.config)
   quota.window.num: 11
+  max.connections.per.ip: 1000  # Kafka: none (2147483647)
 exporter:
   name: delta                   # an exporter entry point or dotted path
   options: {}                   # its keyword arguments (the Delta table defaults to this replica's shard)
@@ -80,7 +88,14 @@ from exporters import default_replica_id
 from ingest.admission import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OVERLOAD_RETRY_AFTER_MS
 from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ingest.config_log import ENTITY_FIELDS
-from ingest.connections import grpc_connection_options
+from ingest.connections import (
+    DEFAULT_GATE_LIMITS,
+    DEFAULT_HTTP_TIMEOUTS,
+    DEFAULT_LISTENER_MAX_CONNECTIONS,
+    GateLimits,
+    HttpTimeouts,
+    grpc_connection_options,
+)
 from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS
 from ingest.limits import RequestLimits
 from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
@@ -131,6 +146,28 @@ class SinkConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
+    """The gRPC and HTTP servers, and what every listener shares.
+
+    Connection limits (``ingest.connections``), on by default at values a fleet of well-behaved
+    clients never meets (with ``quotas.max.connections.per.ip``, 1000):
+
+    - ``http_max_connections`` (10,000): connections to the HTTP port; the gRPC port has
+      ``grpc_max_connections`` (10,000, grpcio's ``grpc.max_allowed_incoming_connections``; the one
+      over it is closed, its client sees UNAVAILABLE) and the Kafka port ``kafka_listener.max_connections``;
+    - ``http_header_timeout_ms`` (10 s: a header of at most 8 KiB arrives in one segment, this leaves
+      room for retransmissions on a poor link), ``http_body_timeout_ms`` (30 s: a 2 MiB body at
+      70 KB/s, as the Kafka listener's ``request_read_timeout_ms``): an HTTP request later than that
+      has its connection closed; ``http_idle_timeout_ms`` (120 s: longer than the OTel SDK's 60 s export
+      interval and Go's 90 s client idle timeout, so clients reuse or close their connections first)
+      closes a connection without a request;
+    - ``max_waiting_connections`` (1,000) and ``connection_wait_timeout_ms`` (10 s): sockets accepted
+      by the HTTP and Kafka listeners but not admitted yet (over a count or rate limit) are at most
+      that many, each closed after that long;
+    - ``grpc_max_concurrent_streams`` (100, HTTP/2's recommended minimum) and
+      ``grpc_max_connection_idle_ms`` (600 s, Kafka's ``connections.max.idle.ms``).
+
+    null for a ``grpc_*`` limit leaves grpcio's default (none)."""
+
     host: str = "0.0.0.0"
     grpc_port: int = 4317
     http_port: int = 4318
@@ -142,9 +179,15 @@ class ServerConfig:
     max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS
     overload_retry_after_ms: int = DEFAULT_OVERLOAD_RETRY_AFTER_MS
     max_hold_delay_ms: int = DEFAULT_MAX_HOLD_DELAY_MS
-    grpc_max_connections: int | None = None
-    grpc_max_concurrent_streams: int | None = None
-    grpc_max_connection_idle_ms: int | None = None
+    http_max_connections: int = DEFAULT_LISTENER_MAX_CONNECTIONS
+    http_header_timeout_ms: int = DEFAULT_HTTP_TIMEOUTS.header_ms
+    http_body_timeout_ms: int = DEFAULT_HTTP_TIMEOUTS.body_ms
+    http_idle_timeout_ms: int = DEFAULT_HTTP_TIMEOUTS.idle_ms
+    max_waiting_connections: int = DEFAULT_GATE_LIMITS.max_waiting
+    connection_wait_timeout_ms: int = DEFAULT_GATE_LIMITS.max_wait_ms
+    grpc_max_connections: int | None = DEFAULT_LISTENER_MAX_CONNECTIONS
+    grpc_max_concurrent_streams: int | None = 100
+    grpc_max_connection_idle_ms: int | None = 600_000
     grpc_max_connection_age_ms: int | None = None
     grpc_max_connection_age_grace_ms: int | None = None
 
@@ -158,12 +201,23 @@ class ServerConfig:
             max_connection_age_grace_ms=self.grpc_max_connection_age_grace_ms,
         )
 
+    def http_timeouts(self) -> HttpTimeouts:
+        return HttpTimeouts(self.http_header_timeout_ms, self.http_body_timeout_ms, self.http_idle_timeout_ms)
+
+    def gate_limits(self) -> GateLimits:
+        """How many sockets may wait at each listener's connection gate, and for how long."""
+        return GateLimits(self.max_waiting_connections, self.connection_wait_timeout_ms)
+
     def validate(self) -> list[str]:
         problems = []
         try:
             self.grpc_options()
         except ValueError as exc:
             problems.append(f"server: {exc}")
+        for name in _CONNECTION_LIMITS:
+            value = getattr(self, name)
+            if not _is_int(value) or not 1 <= value <= 2**31 - 1:
+                problems.append(f"server.{name} must be an integer between 1 and 2147483647, got {value!r}")
         for name in ("grpc_port", "http_port"):
             port = getattr(self, name)
             if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
@@ -191,6 +245,16 @@ class ServerConfig:
         return problems
 
 
+_CONNECTION_LIMITS: Final = (
+    "http_max_connections",
+    "http_header_timeout_ms",
+    "http_body_timeout_ms",
+    "http_idle_timeout_ms",
+    "max_waiting_connections",
+    "connection_wait_timeout_ms",
+)
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -203,7 +267,12 @@ _REQUEST_OVERHEAD_BYTES: Final = 65536
 
 @dataclass(frozen=True, slots=True)
 class KafkaListenerConfig:
-    """The Kafka wire listener (``ingest.kafka``); Kafka's broker keys where Kafka has one."""
+    """The Kafka wire listener (``ingest.kafka``); Kafka's broker keys where Kafka has one.
+
+    ``non_push_request_max_bytes`` (1 MiB, the sink's own) caps every request but PushTelemetry, which
+    alone needs ``socket_request_max_bytes``: the listener reads a request's api key before its body
+    and closes the connection when the request is larger than its API's cap (a Metadata request for
+    10,000 topics of 100 bytes fits). ``max_connections`` is 10,000 (Kafka: none)."""
 
     port: int | None = 9094
     advertised_host: str | None = None
@@ -211,9 +280,10 @@ class KafkaListenerConfig:
     node_id: int = 0
     cluster_id: str = "telemetry-sink"
     socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
+    non_push_request_max_bytes: int = 1024 * 1024
     connections_max_idle_ms: int = 600_000
     request_read_timeout_ms: int = 30_000
-    max_connections: int = 2_147_483_647
+    max_connections: int = DEFAULT_LISTENER_MAX_CONNECTIONS
     max_connection_creation_rate: int = 2_147_483_647
 
     def validate(self) -> list[str]:
@@ -232,6 +302,7 @@ class KafkaListenerConfig:
             problems.append(f"kafka_listener.node_id must be an integer >= 0, got {self.node_id!r}")
         for name in (
             "socket_request_max_bytes",
+            "non_push_request_max_bytes",
             "connections_max_idle_ms",
             "request_read_timeout_ms",
             "max_connections",

@@ -15,10 +15,20 @@ This module owns:
   - over the IP's ``connection_creation_rate`` it was already un-recorded by the engine; the socket is
     held open, unread, and closed once the clock is strictly past the throttle (CONN-E3);
   - a client that disconnects while it waits leaves the queue; its creation-rate record stays, as
-    Kafka's does (CONN-3 step 1 is never undone).
+    Kafka's does (CONN-3 step 1 is never undone);
+  - the sockets waiting at the gate are bounded (``GateLimits``): beyond ``max_waiting`` a new one is
+    closed at once, and one still waiting for its turn or a slot after ``max_wait_ms`` is closed, so
+    a flood of connections over ``max.connections`` costs a bounded number of file descriptors.
 
   With TLS the handshake runs only after the connection was admitted (``loop.start_tls``), as in
   Kafka, so a refused connection costs no handshake.
+- ``HttpTimeouts``: how long an HTTP connection may take to send a request (headers, then body) and
+  may stay idle between requests. ``QuotaGatedSite`` wraps each aiohttp connection in a watchdog that
+  aborts it (its socket and count released) when a request's headers are not complete within
+  ``header_ms`` of its first byte, or its body within ``body_ms`` of the headers; the idle limit is
+  aiohttp's ``keepalive_timeout`` (``runner_options``), which closes a connection that has not sent a
+  complete request header within ``idle_ms`` of connecting or of its last response. A pipelined
+  request's header time counts from its first byte after the previous request was read in full.
 - ``register_listener``: a listener's ``listener.name.<l>.max.connections`` and creation rate.
 - ``HTTP_LISTENER`` (``"HTTP"``), the listener name of port 4318: the ``listener`` tag of the
   ``connection-accept-rate``, ``connection-accept-throttle-time``, ``ip-connection-accept-throttle-time``
@@ -50,16 +60,23 @@ import ipaddress
 import logging
 import ssl
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from aiohttp import web
+from aiohttp.streams import StreamReader
 from yarl import URL
 
 from ingest.quotas import Clock, ConnectionQuotas, ConnectionThrottledError, TooManyConnectionsError
 
 __all__ = [
+    "DEFAULT_GATE_LIMITS",
+    "DEFAULT_HTTP_TIMEOUTS",
+    "DEFAULT_LISTENER_MAX_CONNECTIONS",
     "HTTP_LISTENER",
     "ConnectionGate",
+    "GateLimits",
+    "HttpTimeouts",
     "QuotaGatedSite",
     "connection_ip",
     "grpc_connection_options",
@@ -74,6 +91,35 @@ HTTP_LISTENER: Final = "HTTP"
 
 INT_MAX: Final = 2147483647
 """Kafka's "no limit" for connection counts and rates, and grpc's for its channel arguments."""
+DEFAULT_LISTENER_MAX_CONNECTIONS: Final = 10_000
+"""The sink's ``listener.name.<l>.max.connections`` on each of its listeners unless configured (Kafka:
+none): ten times the per-IP default, far above a fleet's connections to one replica, and within the
+open-file limit the sink raises itself to at start."""
+
+
+@dataclass(frozen=True, slots=True)
+class GateLimits:
+    """How many sockets may wait at a listener's gate, and for how long (see the module docstring)."""
+
+    max_waiting: int = 1_000
+    max_wait_ms: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class HttpTimeouts:
+    """How long an HTTP connection may take (see the module docstring)."""
+
+    header_ms: int = 10_000
+    body_ms: int = 30_000
+    idle_ms: int = 120_000
+
+    def runner_options(self) -> dict[str, Any]:
+        """The ``web.AppRunner`` keyword arguments for the limit aiohttp enforces itself."""
+        return {"keepalive_timeout": self.idle_ms / 1000}
+
+
+DEFAULT_GATE_LIMITS: Final = GateLimits()
+DEFAULT_HTTP_TIMEOUTS: Final = HttpTimeouts()
 
 
 def register_listener(
@@ -142,6 +188,12 @@ class _GatedConnection(asyncio.Protocol):
         if self._ip is None:
             self._transport.abort()
             return
+        if len(self._site._gated) >= self._site.limits.max_waiting:
+            log.debug(  # not info: a flood of them must not flood the log
+                "Closed a connection from %s: %d already wait at the gate", self._ip, len(self._site._gated)
+            )
+            self._transport.abort()
+            return
         self._site._gated.add(self)
         self._admission = asyncio.get_running_loop().create_task(
             self._admit(self._transport, self._ip), name=f"admit-{self._ip}"
@@ -201,9 +253,14 @@ class _GatedConnection(asyncio.Protocol):
     async def _gate(self, transport: asyncio.Transport, ip: str) -> None:
         site = self._site
         try:
-            async with site._acceptor:
+            async with asyncio.timeout(site.limits.max_wait_ms / 1000), site._acceptor:
                 await site.quotas.inc(site.listener, ip)
                 self._counted = True
+        except TimeoutError:
+            log.info("Closed a connection from %s: not admitted within %d ms", ip, site.limits.max_wait_ms)
+            site._gated.discard(self)
+            transport.abort()
+            return
         except TooManyConnectionsError as exc:
             site.quotas.dec(site.listener, ip)  # inc counted it; Kafka closes and takes it back at once
             log.info("Rejected connection from %s: %s", ip, exc)
@@ -257,7 +314,8 @@ class _GatedConnection(asyncio.Protocol):
 class ConnectionGate:
     """Admits the connections of one listener (registered beforehand) through ``ConnectionQuotas``,
     starts TLS once admitted, then hands each to a protocol from ``handler_factory`` (None while the
-    listener stops). ``protocol`` is the ``loop.create_server`` factory."""
+    listener stops); at most ``limits.max_waiting`` wait, each ``limits.max_wait_ms`` at most.
+    ``protocol`` is the ``loop.create_server`` factory."""
 
     def __init__(
         self,
@@ -266,6 +324,8 @@ class ConnectionGate:
         listener: str,
         handler_factory: Callable[[], asyncio.Protocol | None],
         ssl_context: ssl.SSLContext | None = None,
+        *,
+        limits: GateLimits = DEFAULT_GATE_LIMITS,
     ) -> None:
         quotas.listener_count(listener)  # ValueError now, not at the first accept, if unregistered
         self.quotas = quotas
@@ -273,6 +333,7 @@ class ConnectionGate:
         self.listener = listener
         self.handler_factory = handler_factory
         self.ssl_context = ssl_context
+        self.limits = limits
         self._acceptor = asyncio.Lock()
         self._gated: set[_GatedConnection] = set()
 
@@ -291,11 +352,91 @@ class ConnectionGate:
         self._gated.clear()
 
 
+class _TimedHttpConnection(asyncio.Protocol):
+    """An aiohttp connection under its ``HttpTimeouts``: forwards every event to aiohttp's handler and
+    aborts the connection when a request's headers or body take too long (see the module docstring).
+
+    Phases: idle (no request under way), headers (from a request's first byte until aiohttp takes the
+    parsed request up), body (until the request's payload ends), read (the handler answers)."""
+
+    _IDLE: Final = 0
+    _HEADERS: Final = 1
+    _BODY: Final = 2
+    _READ: Final = 3
+
+    def __init__(self, handler: web.RequestHandler, site: QuotaGatedSite) -> None:
+        self._handler = handler
+        self._site = site
+        self._transport: asyncio.Transport | None = None
+        self._phase = self._IDLE
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        self._site._timed[self._handler] = self
+        self._handler.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if data and self._phase in (self._IDLE, self._READ):
+            self._phase = self._HEADERS
+            self._arm(self._site.timeouts.header_ms, "headers")
+        self._handler.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        self._handler.eof_received()
+        return None
+
+    def pause_writing(self) -> None:
+        self._handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._handler.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._site._timed.pop(self._handler, None)
+        self._handler.connection_lost(exc)
+
+    def request_started(self, payload: StreamReader) -> None:
+        """aiohttp took a request up (its headers are parsed): its body is timed until it ends."""
+        self._phase = self._BODY
+        self._arm(self._site.timeouts.body_ms, "body")
+        payload.on_eof(self._body_read)  # at once when there is no body or it has arrived already
+
+    def _body_read(self) -> None:
+        if self._phase == self._BODY:
+            self._phase = self._READ
+            self._disarm()
+
+    def _arm(self, timeout_ms: int, what: str) -> None:
+        self._disarm()
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.call_later(timeout_ms / 1000, self._expired, what, timeout_ms)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self, what: str, timeout_ms: int) -> None:
+        self._deadline = None
+        if self._transport is not None:
+            peer = self._transport.get_extra_info("peername")
+            log.info(
+                "Closing HTTP connection from %s: request %s not complete within %d ms",
+                peer,
+                what,
+                timeout_ms,
+            )
+            self._transport.abort()  # the socket goes now; connection_lost gives the count back
+
+
 class QuotaGatedSite(web.BaseSite):
     """A TCP site (like ``web.TCPSite``) that admits each connection through a ``ConnectionGate`` on
-    ``listener`` before aiohttp serves it."""
+    ``listener`` before aiohttp serves it, and then serves it under ``timeouts`` (whose ``idle_ms``
+    the runner must have been given: ``HttpTimeouts.runner_options``)."""
 
-    __slots__ = ("_bound_port", "_gate", "_host", "_port")
+    __slots__ = ("_bound_port", "_gate", "_host", "_port", "_timed", "timeouts")
 
     def __init__(
         self,
@@ -308,12 +449,16 @@ class QuotaGatedSite(web.BaseSite):
         listener: str = HTTP_LISTENER,
         ssl_context: ssl.SSLContext | None = None,
         backlog: int = 128,
+        timeouts: HttpTimeouts = DEFAULT_HTTP_TIMEOUTS,
+        gate_limits: GateLimits = DEFAULT_GATE_LIMITS,
     ) -> None:
         super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
-        self._gate = ConnectionGate(quotas, clock, listener, self._handler, ssl_context)
+        self._gate = ConnectionGate(quotas, clock, listener, self._handler, ssl_context, limits=gate_limits)
         self._host = host
         self._port = port
         self._bound_port: int | None = None
+        self.timeouts = timeouts
+        self._timed: dict[web.RequestHandler, _TimedHttpConnection] = {}
 
     @property
     def name(self) -> str:
@@ -340,10 +485,28 @@ class QuotaGatedSite(web.BaseSite):
 
     def _handler(self) -> asyncio.Protocol | None:
         server = self._runner.server
-        return None if server is None else server()  # None: the runner is cleaning up
+        if server is None:
+            return None  # the runner is cleaning up
+        return _TimedHttpConnection(server(), self)
+
+    def _request_factory(self, make: Callable[..., web.BaseRequest]) -> Callable[..., web.BaseRequest]:
+        """aiohttp's request factory, telling the connection's watchdog that a request was taken up."""
+
+        def request(
+            message: Any, payload: StreamReader, protocol: web.RequestHandler, *args: Any
+        ) -> web.BaseRequest:
+            timed = self._timed.get(protocol)
+            if timed is not None:
+                timed.request_started(payload)
+            return make(message, payload, protocol, *args)
+
+        return request
 
     async def start(self) -> None:
         await super().start()
+        server = self._runner.server
+        assert server is not None  # BaseSite.start checks that the runner was set up
+        server.request_factory = self._request_factory(server.request_factory)
         loop = asyncio.get_running_loop()
         # no ssl= here: TLS starts only once the quotas admitted the connection
         self._server = await loop.create_server(

@@ -6,7 +6,8 @@
 - OTLP receivers (gRPC ``MetricsService/Export``, HTTP ``POST /v1/metrics``): OTLP clients only read
   transport statuses, so each code maps to one (``OTLP_ANSWERS``). Retryable answers carry the wait:
   gRPC ``RetryInfo``, HTTP ``Retry-After`` in whole seconds rounded up (PD-7); without it OTLP clients
-  treat RESOURCE_EXHAUSTED as permanent.
+  treat RESOURCE_EXHAUSTED as permanent, which is how a payload over a size or structure limit
+  (TELEMETRY_TOO_LARGE) is answered: RESOURCE_EXHAUSTED / 413 with no wait, as the OTel Collector does.
 - The admin API (HTTP): ``ADMIN_HTTP_STATUS``.
 - An unknown bearer token (``security``), on every RPC: the request is not handled at all, and the
   transport says so (gRPC UNAUTHENTICATED, HTTP 401 with ``WWW-Authenticate: Bearer`` and a JSON body
@@ -56,7 +57,7 @@ OTLP_ANSWERS: Final[Mapping[Errors, OtlpAnswer]] = MappingProxyType(
         Errors.NONE: OtlpAnswer(grpc.StatusCode.OK, 200, False),
         Errors.THROTTLING_QUOTA_EXCEEDED: OtlpAnswer(grpc.StatusCode.RESOURCE_EXHAUSTED, 429, True),
         Errors.UNKNOWN_SERVER_ERROR: OtlpAnswer(grpc.StatusCode.UNAVAILABLE, 503, True),
-        Errors.TELEMETRY_TOO_LARGE: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 413, False),
+        Errors.TELEMETRY_TOO_LARGE: OtlpAnswer(grpc.StatusCode.RESOURCE_EXHAUSTED, 413, False),
         Errors.INVALID_RECORD: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
         Errors.INVALID_REQUEST: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
         Errors.INVALID_CONFIG: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),

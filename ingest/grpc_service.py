@@ -3,7 +3,12 @@
 Decode (the 16-byte instance id), build the client context (``identity``), call the pipeline, encode.
 Kafka's error codes travel in the responses; the gRPC status is OK (a bad instance id is
 INVALID_REQUEST in the response, as in Kafka), except for an unknown bearer token: UNAUTHENTICATED,
-the request not handled (``errors``). Every request is counted and timed (``metrics``).
+the request not handled (``errors``). Client text in the metadata that breaks ``identity``'s rules
+(invalid UTF-8, a control character, a client id or software name over its limit) is INVALID_REQUEST
+in the response too, before the pipeline sees the request: that is what a Kafka client reads, and what
+a Kafka broker answers a request it cannot handle (TEL-22); a client that sends such text will always
+send it, and INVALID_REQUEST stops its telemetry rather than have it retry forever (PD-12). Every
+request is counted and timed (``metrics``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import grpc
 import grpc.aio
 
 from ingest.errors import AUTHENTICATION_ANSWER, AUTHENTICATION_FAILED
-from ingest.identity import grpc_client_context
+from ingest.identity import ClientTextError, grpc_client_context
 from ingest.metrics import RequestObservation, Rpc
 from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2 as pb
@@ -49,9 +54,10 @@ def encode_instance_id(instance_id: UUID) -> bytes:
 
 class AuthenticatedRequest:
     """``async with AuthenticatedRequest(pipeline, context, rpc) as (client, seen)``: count and time one
-    gRPC request and establish who sent it; an unknown bearer token aborts it with UNAUTHENTICATED (the
-    body of the ``async with`` does not run). A class rather than a generator-based context manager:
-    it is entered on every request."""
+    gRPC request and establish who sent it; an unknown bearer token aborts it with UNAUTHENTICATED, and
+    client text that breaks ``identity``'s rules raises ``ClientTextError``, counted as INVALID_REQUEST,
+    for the caller to answer (in both cases the body of the ``async with`` does not run). A class rather
+    than a generator-based context manager: it is entered on every request."""
 
     __slots__ = ("_context", "_pipeline", "_seen")
 
@@ -71,7 +77,12 @@ class AuthenticatedRequest:
                 context.peer(),
                 context.auth_context(),
                 self._pipeline.authenticator,
+                self._pipeline.limits,
             )
+        except ClientTextError:
+            seen.code = Errors.INVALID_REQUEST  # not counted for an entity: its name is not valid
+            self._seen.__exit__(None, None, None)
+            raise
         except AuthenticationError as exc:
             seen.code = AUTHENTICATION_FAILED  # not counted for an entity: it names no principal
             try:
@@ -96,36 +107,44 @@ class ClientTelemetryService(pb_grpc.ClientTelemetryServicer):
     async def GetTelemetrySubscriptions(  # noqa: N802 - gRPC's method name
         self, request: pb.GetTelemetrySubscriptionsRequest, context: Context
     ) -> pb.GetTelemetrySubscriptionsResponse:
-        async with AuthenticatedRequest(self.pipeline, context, "GetTelemetrySubscriptions") as (
-            client,
-            seen,
-        ):
-            try:
-                instance_id = decode_instance_id(request.client_instance_id)
-            except ValueError:
-                seen.code = Errors.INVALID_REQUEST
-                return pb.GetTelemetrySubscriptionsResponse(error_code=Errors.INVALID_REQUEST)
-            r = await self.pipeline.get_subscriptions(GetTelemetrySubscriptionsRequest(instance_id), client)
-            seen.code = r.error_code
-            fields = {**r._asdict(), "client_instance_id": encode_instance_id(r.client_instance_id)}
-            return pb.GetTelemetrySubscriptionsResponse(**fields)
+        try:
+            async with AuthenticatedRequest(self.pipeline, context, "GetTelemetrySubscriptions") as (
+                client,
+                seen,
+            ):
+                try:
+                    instance_id = decode_instance_id(request.client_instance_id)
+                except ValueError:
+                    seen.code = Errors.INVALID_REQUEST
+                    return pb.GetTelemetrySubscriptionsResponse(error_code=Errors.INVALID_REQUEST)
+                r = await self.pipeline.get_subscriptions(
+                    GetTelemetrySubscriptionsRequest(instance_id), client
+                )
+                seen.code = r.error_code
+                fields = {**r._asdict(), "client_instance_id": encode_instance_id(r.client_instance_id)}
+                return pb.GetTelemetrySubscriptionsResponse(**fields)
+        except ClientTextError:
+            return pb.GetTelemetrySubscriptionsResponse(error_code=Errors.INVALID_REQUEST)
 
     async def PushTelemetry(  # noqa: N802 - gRPC's method name
         self, request: pb.PushTelemetryRequest, context: Context
     ) -> pb.PushTelemetryResponse:
-        async with AuthenticatedRequest(self.pipeline, context, "PushTelemetry") as (client, seen):
-            try:
-                instance_id = decode_instance_id(request.client_instance_id)
-            except ValueError:
-                seen.code = Errors.INVALID_REQUEST
-                return pb.PushTelemetryResponse(error_code=Errors.INVALID_REQUEST)
-            push = PushTelemetryRequest(
-                instance_id,
-                request.subscription_id,
-                request.terminating,
-                request.compression_type,
-                request.metrics,
-            )
-            r = await self.pipeline.push(push, client)
-            seen.code = r.error_code
-            return pb.PushTelemetryResponse(throttle_time_ms=r.throttle_time_ms, error_code=r.error_code)
+        try:
+            async with AuthenticatedRequest(self.pipeline, context, "PushTelemetry") as (client, seen):
+                try:
+                    instance_id = decode_instance_id(request.client_instance_id)
+                except ValueError:
+                    seen.code = Errors.INVALID_REQUEST
+                    return pb.PushTelemetryResponse(error_code=Errors.INVALID_REQUEST)
+                push = PushTelemetryRequest(
+                    instance_id,
+                    request.subscription_id,
+                    request.terminating,
+                    request.compression_type,
+                    request.metrics,
+                )
+                r = await self.pipeline.push(push, client)
+                seen.code = r.error_code
+                return pb.PushTelemetryResponse(throttle_time_ms=r.throttle_time_ms, error_code=r.error_code)
+        except ClientTextError:
+            return pb.PushTelemetryResponse(error_code=Errors.INVALID_REQUEST)

@@ -19,6 +19,12 @@ next request gets depends on the RPC (``pipeline``):
 
 Throttles that are not quotas (a too-early Get/Push, PD-7; an overload answer, ``admission``) are
 advice in the response and hold nobody.
+
+The clients held at once are bounded: keys are what clients send, so at most ``max_held_clients``
+(``limits.max_held_clients``) are held. A throttled client beyond that is not held (nor its throttle
+queued): its answer still carries the throttle, and ``refused`` counts it
+(``telemetry_sink_holds_refused_total``). The clients already held stay held, so a flood of new
+client ids throttles only itself.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+from ingest.limits import DEFAULT_LIMITS
 from ingest.quotas import ClientQuotaManager, Clock
 
 __all__ = ["DEFAULT_MAX_HOLD_DELAY_MS", "ClientHolds"]
@@ -47,9 +54,13 @@ class _Hold:
 
 
 class ClientHolds:
-    """The clients held now, by (principal, client id), with the instant each hold ends."""
+    """The clients held now, by (principal, client id), with the instant each hold ends: at most
+    ``max_held_clients``."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_held_clients: int = DEFAULT_LIMITS.max_held_clients) -> None:
+        self.max_held_clients = max_held_clients
+        self.refused = 0
+        """Throttled clients not held because ``max_held_clients`` were."""
         self._holds: dict[_Key, _Hold] = {}
 
     def __len__(self) -> int:
@@ -87,12 +98,16 @@ class ClientHolds:
     def hold(
         self, manager: ClientQuotaManager, principal: str, client_id: str, throttle_ms: int, now_ms: int
     ) -> None:
-        """Hold the client for ``throttle_ms`` (nothing for 0), recording the throttle in ``manager``."""
+        """Hold the client for ``throttle_ms`` (nothing for 0), recording the throttle in ``manager``;
+        a client not held yet is not when ``max_held_clients`` are (counted in ``refused``)."""
         if throttle_ms <= 0:
             return
         key = (principal, client_id)
         hold = self._holds.get(key)
         if hold is None:
+            if len(self._holds) >= self.max_held_clients:
+                self.refused += 1
+                return
             hold = self._holds[key] = _Hold(now_ms + throttle_ms)
         hold.until = max(hold.until, now_ms + throttle_ms)
         manager.throttle(principal, client_id, throttle_ms, _Release(self, key, hold.until), now_ms)

@@ -27,8 +27,10 @@ accepted as a UUID (with or without dashes) or in Kafka's 22-character base64 fo
 UUID. Who is asking comes from ``identity`` with the pipeline's ``Authenticator``; other handlers
 (the admin API) get it the same way with ``request_client(request)``, whose ``AuthenticationError``
 (an unknown bearer token) this app's middleware answers 401 with ``WWW-Authenticate: Bearer`` and a
-JSON body (a ``google.rpc.Status`` UNAUTHENTICATED on ``/v1/metrics``). Every RPC is counted and
-timed (``metrics.RequestMetrics``, transport ``http``).
+JSON body (a ``google.rpc.Status`` UNAUTHENTICATED on ``/v1/metrics``), and its ``ClientTextError``
+(a client id, software name or version that is not valid text or is over its ``limits:``) 400 with
+INVALID_REQUEST naming the header (a ``google.rpc.Status`` INVALID_ARGUMENT on ``/v1/metrics``). Every
+RPC is counted and timed (``metrics.RequestMetrics``, transport ``http``).
 """
 
 from __future__ import annotations
@@ -45,10 +47,8 @@ from uuid import UUID
 from aiohttp import web
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
 from exporters import Health
-from ingest.codec import PayloadError, decompress
 from ingest.errors import (
     AUTHENTICATION_ANSWER,
     AUTHENTICATION_FAILED,
@@ -57,7 +57,8 @@ from ingest.errors import (
     otlp_answer,
     retry_after_seconds,
 )
-from ingest.identity import INSTANCE_ID_HEADER, http_client_context, parse_instance_id
+from ingest.identity import INSTANCE_ID_HEADER, ClientTextError, http_client_context, parse_instance_id
+from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.metrics import CONTENT_TYPE, Rpc
 from ingest.pipeline import OtlpOutcome, TelemetryPipeline
 from ingest.security import AuthenticationError, Authenticator
@@ -73,6 +74,7 @@ from subscriptions import (
 __all__ = [
     "AUTHENTICATOR",
     "GET_PATH",
+    "LIMITS",
     "OTLP_METRICS_PATH",
     "PUSH_PATH",
     "SERVER_OPTIONS",
@@ -96,6 +98,8 @@ _RPCS: Final[Mapping[str, Rpc]] = MappingProxyType(
 )
 AUTHENTICATOR: Final = web.AppKey("authenticator", Authenticator)
 """Where the app keeps the ``Authenticator`` (``request.config_dict[AUTHENTICATOR]``, sub-apps too)."""
+LIMITS: Final = web.AppKey("limits", RequestLimits)
+"""Where the app keeps the pipeline's ``RequestLimits``, for the client text ``request_client`` checks."""
 _OUTCOME: Final = web.ResponseKey("outcome", int)
 """The Kafka error code an answer carries, for the request counters."""
 _CLIENT: Final = web.RequestKey("client", ClientContext)
@@ -129,13 +133,18 @@ def _json_error(
 def request_client(request: web.Request) -> ClientContext:
     """Who sent ``request``: principal (bearer token, trusted proxy, client certificate), client id
     and software from the headers, source address and port. Raises ``AuthenticationError`` for an
-    unknown bearer token, which this app's middleware answers 401."""
+    unknown bearer token, which this app's middleware answers 401, and ``ClientTextError`` for client
+    text that breaks ``identity``'s rules, which it answers 400 naming the header."""
     transport = request.transport
     peername = transport.get_extra_info("peername") if transport else None
     ssl_object = transport.get_extra_info("ssl_object") if transport else None
     peercert = ssl_object.getpeercert() if ssl_object is not None else None
     client = http_client_context(
-        dict(request.headers), peername, peercert, request.config_dict[AUTHENTICATOR]
+        dict(request.headers),
+        peername,
+        peercert,
+        request.config_dict[AUTHENTICATOR],
+        request.config_dict.get(LIMITS, DEFAULT_LIMITS),
     )
     request[_CLIENT] = client  # for the request's metrics
     return client
@@ -238,17 +247,8 @@ def create_http_app(
         except AuthenticationError as exc:
             return _otlp_reply(AUTHENTICATION_ANSWER, AUTHENTICATION_FAILED, str(exc), 0, as_json)
         body, compression = await request.read(), _CONTENT_ENCODINGS[encoding]
-        if as_json:
-            try:
-                raw = decompress(body, compression, pipeline.max_decompressed_bytes)
-                body = json_format.Parse(raw, ExportMetricsServiceRequest()).SerializeToString()
-            except PayloadError as exc:
-                return _otlp_answer(OtlpOutcome(exc.error, 0, str(exc)), as_json)
-            except (json_format.ParseError, UnicodeDecodeError) as exc:
-                return _otlp_answer(OtlpOutcome(Errors.INVALID_RECORD, 0, f"not OTLP JSON: {exc}"), as_json)
-            compression = CompressionType.NONE
         outcome = await pipeline.export_otlp(
-            body, compression, client, request.headers.get(INSTANCE_ID_HEADER)
+            body, compression, client, request.headers.get(INSTANCE_ID_HEADER), as_json=as_json
         )
         return _otlp_answer(outcome, as_json)
 
@@ -281,6 +281,7 @@ def create_http_app(
 
     app = web.Application(client_max_size=max_body_bytes, middlewares=[observed, _errors_as_json])
     app[AUTHENTICATOR] = pipeline.authenticator
+    app[LIMITS] = pipeline.limits
     if metrics is not None:
         app.add_routes([web.get("/metrics", prometheus)])
     app.add_routes(
@@ -350,9 +351,16 @@ def _otlp_response(
 async def _errors_as_json(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Every failure to read a request is a 4xx with a JSON body; nothing becomes a bare 500."""
+    """Every failure to read a request is a 4xx with a JSON body; nothing becomes a bare 500. Client
+    text that breaks ``identity``'s rules is INVALID_REQUEST: 400 with Kafka's JSON body, or on
+    ``/v1/metrics`` the ``google.rpc.Status`` INVALID_ARGUMENT an OTLP client reads (not retryable)."""
     try:
         return await handler(request)
+    except ClientTextError as exc:
+        if request.path == OTLP_METRICS_PATH:
+            answer, as_json = otlp_answer(Errors.INVALID_REQUEST), request.content_type == "application/json"
+            return _otlp_reply(answer, Errors.INVALID_REQUEST, str(exc), 0, as_json)
+        return _json_error(400, Errors.INVALID_REQUEST, str(exc))
     except _BadRequestError as exc:
         return _json_error(400, Errors.INVALID_REQUEST, str(exc))
     except AuthenticationError as exc:

@@ -9,7 +9,16 @@
   equivalents of Kafka's request header and ApiVersions request: ``x-kafka-client-id``,
   ``x-kafka-client-software-name``, ``x-kafka-client-software-version``. Software name and version
   are ``unknown`` when a client does not send them, as a Kafka broker records clients that send no
-  ApiVersions info.
+  ApiVersions info. Binary gRPC metadata (``-bin`` keys, e.g. ``grpc-trace-bin``) is never read.
+- Client text is checked here, at the edge, before anything keeps it (``check_client_text``; the
+  Kafka listener applies the same rule to its request header and ApiVersions strings): the client id,
+  software name and version and the principal must be text, with no invalid UTF-8 (HTTP header bytes
+  arrive decoded with ``surrogateescape``, so a byte such as ``0xff`` shows as a lone surrogate) and
+  no control characters, and the client id is at most ``limits.max_client_id_chars`` characters, the
+  software name and version at most ``limits.max_software_chars``. Anything else raises
+  ``ClientTextError`` naming the header, which the transports answer INVALID_REQUEST (a KIP-714 RPC)
+  or 400 / INVALID_ARGUMENT (OTLP): the request is refused before it reaches a quota, a metric label
+  or a batch of the exporter, so it can only fail itself.
 - Source address and port: the connection's peer (or what a trusted proxy forwards), the address
   written as Java writes it (TEL-6).
 - The client instance of an OTLP push (which has no GetTelemetrySubscriptions to assign one), in
@@ -24,11 +33,13 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Final
 
+from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.security import ANONYMOUS, Authenticator
 from subscriptions import ClientContext
 
@@ -40,6 +51,8 @@ __all__ = [
     "OPEN",
     "SOFTWARE_NAME_HEADER",
     "SOFTWARE_VERSION_HEADER",
+    "ClientTextError",
+    "check_client_text",
     "grpc_client_context",
     "http_client_context",
     "java_host_address",
@@ -58,6 +71,9 @@ SOFTWARE_VERSION_HEADER: Final = "x-kafka-client-software-version"
 INSTANCE_ID_HEADER: Final = "x-kafka-client-instance-id"
 INSTANCE_ID_ATTRIBUTE: Final = "client_instance_id"
 _OTLP_INSTANCE_NAMESPACE: Final = uuid.UUID("6f0c1f5e-2b1d-5c43-9a57-7d3e1b0a9c14")
+_NOT_TEXT: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Control characters (C0, DEL, C1) and lone surrogates (invalid UTF-8 decoded with
+``surrogateescape``, or a string no UTF-8 can carry)."""
 _SHORT_NAMES: Final = {
     "commonName": "CN",
     "organizationName": "O",
@@ -66,6 +82,32 @@ _SHORT_NAMES: Final = {
     "stateOrProvinceName": "ST",
     "localityName": "L",
 }
+
+
+class ClientTextError(ValueError):
+    """Client text that is not valid text or is over its limit; the message names the field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field = field
+
+
+def check_client_text(field: str, value: str, max_chars: int | None = None) -> str:
+    """``value`` if it is valid text (no invalid UTF-8, no control character) of at most ``max_chars``
+    characters; else ``ClientTextError`` naming ``field`` (the message never echoes the value)."""
+    if max_chars is not None and len(value) > max_chars:
+        raise ClientTextError(field, f"is {len(value)} characters long, over the limit of {max_chars}")
+    bad = _NOT_TEXT.search(value)
+    if bad is not None:
+        code = ord(bad.group())
+        if 0xDC80 <= code <= 0xDCFF:  # what ``surrogateescape`` makes of a byte that is not UTF-8
+            what = f"invalid UTF-8 (byte 0x{code - 0xDC00:02x})"
+        elif code >= 0xD800:
+            what = "a lone surrogate"
+        else:
+            what = f"the control character U+{code:04X}"
+        raise ClientTextError(field, f"is not valid text: {what} at character {bad.start()}")
+    return value
 
 
 @lru_cache(maxsize=8192)  # every request asks, of a few addresses
@@ -109,21 +151,31 @@ def principal_from_peercert(peercert: Mapping[str, Any] | None) -> str:
     return "User:" + ",".join(parts) if parts else ANONYMOUS
 
 
+def _header_text(
+    headers: Mapping[str, str], header: str, max_chars: int, default: str | None = "unknown"
+) -> str | None:
+    """A header's checked text, or ``default`` (ours, not the client's: never checked) without one."""
+    value = headers.get(header)
+    return default if value is None else check_client_text(header, value, max_chars)
+
+
 def _context(
     headers: Mapping[str, str],
     address: str | None,
     port: int | None,
     certificate_principal: str,
     authenticator: Authenticator,
+    *,
+    limits: RequestLimits,
 ) -> ClientContext:
     principal, address, port = authenticator.authenticate(headers, address, port, certificate_principal)
     return ClientContext(
-        client_id=headers.get(CLIENT_ID_HEADER),
-        client_software_name=headers.get(SOFTWARE_NAME_HEADER, "unknown"),
-        client_software_version=headers.get(SOFTWARE_VERSION_HEADER, "unknown"),
+        client_id=_header_text(headers, CLIENT_ID_HEADER, limits.max_client_id_chars, None),
+        client_software_name=_header_text(headers, SOFTWARE_NAME_HEADER, limits.max_software_chars),
+        client_software_version=_header_text(headers, SOFTWARE_VERSION_HEADER, limits.max_software_chars),
         client_source_address=java_host_address(address) if address else None,
         client_source_port=port,
-        principal=principal,
+        principal=check_client_text("principal", principal),
     )
 
 
@@ -132,11 +184,18 @@ def grpc_client_context(
     peer: str,
     auth_context: Mapping[str, Iterable[bytes]] | None = None,
     authenticator: Authenticator = OPEN,
+    limits: RequestLimits = DEFAULT_LIMITS,
 ) -> ClientContext:
-    """The client context of one gRPC request; AuthenticationError for an unknown bearer token."""
-    headers = {key.lower(): value.decode() if isinstance(value, bytes) else value for key, value in metadata}
+    """The client context of one gRPC request; AuthenticationError for an unknown bearer token,
+    ClientTextError for client text that breaks the rules (module docstring)."""
+    headers = {
+        key.lower(): value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+        for key, value in metadata
+        if not key.lower().endswith("-bin")  # binary metadata: none of it is ours
+    }
     address, port = parse_grpc_peer(peer)
-    return _context(headers, address, port, principal_from_auth_context(auth_context or {}), authenticator)
+    principal = principal_from_auth_context(auth_context or {})
+    return _context(headers, address, port, principal, authenticator, limits=limits)
 
 
 def http_client_context(
@@ -144,13 +203,15 @@ def http_client_context(
     peername: tuple[Any, ...] | None,
     peercert: Mapping[str, Any] | None = None,
     authenticator: Authenticator = OPEN,
+    limits: RequestLimits = DEFAULT_LIMITS,
 ) -> ClientContext:
     """The client context of one HTTP request (``peername`` as the socket reports it);
-    AuthenticationError for an unknown bearer token."""
+    AuthenticationError for an unknown bearer token, ClientTextError for client text that breaks the
+    rules (module docstring)."""
     lowered = {key.lower(): value for key, value in headers.items()}
     address = java_host_address(str(peername[0])) if peername else None
     port = int(peername[1]) if peername and len(peername) > 1 else None
-    return _context(lowered, address, port, principal_from_peercert(peercert), authenticator)
+    return _context(lowered, address, port, principal_from_peercert(peercert), authenticator, limits=limits)
 
 
 def parse_instance_id(value: str | None) -> uuid.UUID | None:
@@ -165,7 +226,7 @@ def parse_instance_id(value: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise ValueError(f"client_instance_id {value!r} is not a UUID") from None
+        raise ValueError(f"client_instance_id {value[:64]!r} is not a UUID") from None
 
 
 def otlp_instance_id(

@@ -12,12 +12,16 @@ request holds:
 | ``max_scope_metrics`` | 10,000 | ``ScopeMetrics`` in one payload (all resources) |
 | ``max_metrics`` | 20,000 | ``Metric`` messages in one payload |
 | ``max_data_points`` | 100,000 | data points in one payload (every kind) |
+| ``max_elements`` | 1,000,000 | protobuf messages of every kind in one payload: the parser's memory |
 | ``max_attributes_per_point`` | 128 | attributes of one data point, resource or scope (OTel SDK default) |
 | ``max_attribute_value_bytes`` | 16,384 | one attribute's key or string/bytes value |
 | ``max_json_depth`` | 64 | nesting of an OTLP JSON body |
+| ``max_json_elements`` | 100,000 | values and containers of an OTLP JSON body (its commas, ``{`` and ``[``) |
 | ``max_client_id_chars`` | 1,024 | a Kafka client id (header or Kafka request header) |
 | ``max_software_chars`` | 128 | a client software name or version |
 | ``max_entity_counters`` | 10,000 | the per-quota-entity request counters kept between quota snapshots |
+| ``max_compressed_frames`` | 64 | gzip members, lz4 or zstd frames in one payload (Kafka clients send one) |
+| ``max_held_clients`` | 10,000 | clients held at once for a quota throttle (HTTP, gRPC); more are not held |
 
 Over a payload limit, a KIP-714 push is answered TELEMETRY_TOO_LARGE (118, retried at the next
 interval, PD-12) and an OTLP export 413 / RESOURCE_EXHAUSTED without retry information; client text
@@ -40,12 +44,16 @@ class RequestLimits:
     max_scope_metrics: int = 10_000
     max_metrics: int = 20_000
     max_data_points: int = 100_000
+    max_elements: int = 1_000_000
     max_attributes_per_point: int = 128
     max_attribute_value_bytes: int = 16_384
     max_json_depth: int = 64
+    max_json_elements: int = 100_000
     max_client_id_chars: int = 1_024
     max_software_chars: int = 128
     max_entity_counters: int = 10_000
+    max_compressed_frames: int = 64
+    max_held_clients: int = 10_000
 
     def validate(self) -> list[str]:
         """Every problem at once: each limit is an integer between 1 and 2**31 - 1."""

@@ -13,7 +13,13 @@ the engines:
   for a landed OTLP export; 58/SASL_AUTHENTICATION_FAILED for an unknown bearer token; -1 for a
   failure of the sink's own), ``telemetry_sink_request_duration_seconds`` (a histogram, from the first
   byte handled to the answer, waits for holds included), ``telemetry_sink_requests_in_flight`` and
-  ``telemetry_sink_requests_max_in_flight`` (admission control).
+  ``telemetry_sink_requests_max_in_flight`` (admission control);
+- the bookkeeping bounds (``limits``): the answers by quota entity kept between quota snapshots are
+  counted for at most ``limits.max_entity_counters`` entities; the answers of any further entity
+  are counted under the one entity ``OVERFLOW_TAGS`` (``overflow="true"``) and in
+  ``telemetry_sink_entity_counters_overflowed_total``. The clients held for a quota throttle
+  (``holds``, at most ``limits.max_held_clients``): ``telemetry_sink_held_clients`` and
+  ``telemetry_sink_holds_refused_total`` (throttled clients not held because that many were).
 """
 
 from __future__ import annotations
@@ -32,11 +38,14 @@ from prometheus_client.registry import Collector
 from exporters import QuotaSample
 from ingest.admission import Admission
 from ingest.errors import error_name
+from ingest.holds import ClientHolds
+from ingest.limits import DEFAULT_LIMITS
 from ingest.quotas import QuotaManagers
 from subscriptions import ClientContext, ClientMetricsManager, Errors
 
 __all__ = [
     "CONTENT_TYPE",
+    "OVERFLOW_TAGS",
     "REQUESTS_GROUP",
     "RequestMetrics",
     "RequestObservation",
@@ -50,6 +59,9 @@ Rpc = Literal["GetTelemetrySubscriptions", "PushTelemetry", "Export"]
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 REQUESTS_GROUP: Final = "Requests"
 """The ``quota_samples`` group of the answers counted by quota entity."""
+OVERFLOW_TAGS: Final = (("overflow", "true"),)
+"""The entity the answers of entities over ``limits.max_entity_counters`` are counted under."""
+_Tags = tuple[tuple[str, str], ...]
 _NOT_NAME: Final = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -126,16 +138,27 @@ class RequestMetrics(Collector):
     """Request counts by transport, RPC and error code; latency by transport and RPC; admission.
     Also answers by quota entity, RPC and code since the last ``drain_entity_counts`` (for
     ``quota_samples``: ``group`` ``Requests``, ``metric`` ``<rpc>/<code>``, the entity's tags, the
-    count)."""
+    count), for at most ``max_entities`` entities, the rest under ``OVERFLOW_TAGS``; and the clients
+    ``holds`` holds, if given."""
 
     def __init__(
         self,
         admission: Admission,
         entity_tags: Callable[[ClientContext], Mapping[str, str]] = lambda _: {},
+        *,
+        max_entities: int = DEFAULT_LIMITS.max_entity_counters,
+        holds: ClientHolds | None = None,
     ) -> None:
         self.admission = admission
         self.entity_tags = entity_tags
-        self._by_entity: dict[tuple[tuple[tuple[str, str], ...], str, int], int] = {}
+        self.max_entities = max_entities
+        self.holds = holds
+        self._by_entity: dict[_Tags, dict[tuple[str, int], int]] = {}
+        self._overflowed = Counter(
+            "telemetry_sink_entity_counters_overflowed",
+            "Answers counted under the overflow entity: limits.max_entity_counters entities were counted",
+            registry=None,
+        )
         labels = ("transport", "rpc", "code", "error")
         self._requests = Counter(
             "telemetry_sink_requests",
@@ -170,15 +193,26 @@ class RequestMetrics(Collector):
         count.inc()
 
     def count_for_entity(self, client: ClientContext, rpc: Rpc, code: int) -> None:
-        key = (tuple(sorted(self.entity_tags(client).items())), rpc, code)
-        self._by_entity[key] = self._by_entity.get(key, 0) + 1
+        """One answer to ``client``'s quota entity (or to ``OVERFLOW_TAGS`` once ``max_entities``
+        other entities were counted since the last snapshot)."""
+        tags = tuple(sorted(self.entity_tags(client).items()))
+        counts = self._by_entity.get(tags)
+        if counts is None:
+            if len(self._by_entity) >= self.max_entities:
+                self._overflowed.inc()
+                tags = OVERFLOW_TAGS
+                counts = self._by_entity.get(tags)
+            if counts is None:
+                counts = self._by_entity[tags] = {}
+        counts[rpc, code] = counts.get((rpc, code), 0) + 1
 
     def drain_entity_counts(self) -> list[QuotaSample]:
         """The answers by quota entity, RPC and code since the previous call, as quota samples."""
-        counts, self._by_entity = self._by_entity, {}
+        by_entity, self._by_entity = self._by_entity, {}
         return [
             QuotaSample(REQUESTS_GROUP, f"{rpc}/{code}", tags, float(n))
-            for (tags, rpc, code), n in sorted(counts.items())
+            for tags, counts in sorted(by_entity.items())
+            for (rpc, code), n in sorted(counts.items())
         ]
 
     def collect(self) -> Iterable[Metric]:
@@ -192,6 +226,16 @@ class RequestMetrics(Collector):
             "server.max_concurrent_requests: more are answered with a retry delay",
             self.admission.max_in_flight,
         )
+        yield from self._overflowed.collect()
+        if self.holds is not None:
+            yield GaugeMetricFamily(
+                "telemetry_sink_held_clients", "Clients held now for a quota throttle", len(self.holds)
+            )
+            yield CounterMetricFamily(
+                "telemetry_sink_holds_refused",
+                "Throttled clients not held: limits.max_held_clients clients were held",
+                self.holds.refused,
+            )
 
 
 def metrics_exposition(

@@ -6,7 +6,9 @@ gRPC has already undone any ``grpc-encoding`` compression). Outcomes are answere
 ``google.rpc.retryinfo-bin`` (``RetryInfo``, read by the Python SDK) and ``grpc-status-details-bin``
 (a ``google.rpc.Status`` holding the ``RetryInfo``, read by the Go and Java SDKs). A landed export
 answers an ``ExportMetricsServiceResponse``, with ``partial_success`` when points were dropped
-(``otlp_points``); an unknown bearer token is UNAUTHENTICATED. Every request is counted and timed.
+(``otlp_points``); an unknown bearer token is UNAUTHENTICATED; client text in the metadata that breaks
+``identity``'s rules (invalid UTF-8, a control character, over its limit) is INVALID_ARGUMENT with a
+message naming the header. Every request is counted and timed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from google.rpc.status_pb2 import Status
 
 from ingest.errors import otlp_answer
 from ingest.grpc_service import AuthenticatedRequest
-from ingest.identity import INSTANCE_ID_HEADER
+from ingest.identity import INSTANCE_ID_HEADER, ClientTextError
 from ingest.pipeline import TelemetryPipeline
 from subscriptions import CompressionType, Errors
 
@@ -51,11 +53,14 @@ def otlp_metrics_handler(pipeline: TelemetryPipeline) -> grpc.GenericRpcHandler:
     """The ``MetricsService`` handler to add to a ``grpc.aio`` server."""
 
     async def export(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-        async with AuthenticatedRequest(pipeline, context, "Export") as (client, seen):
-            metadata = context.invocation_metadata() or ()
-            header = next((str(v) for k, v in metadata if k.lower() == INSTANCE_ID_HEADER), None)
-            outcome = await pipeline.export_otlp(request, CompressionType.NONE, client, header)
-            seen.code = outcome.error
+        try:
+            async with AuthenticatedRequest(pipeline, context, "Export") as (client, seen):
+                metadata = context.invocation_metadata() or ()
+                header = next((str(v) for k, v in metadata if k.lower() == INSTANCE_ID_HEADER), None)
+                outcome = await pipeline.export_otlp(request, CompressionType.NONE, client, header)
+                seen.code = outcome.error
+        except ClientTextError as exc:  # not retryable: the client will send the same text again
+            await context.abort(otlp_answer(Errors.INVALID_REQUEST).grpc_status, str(exc))
         if outcome.error is not Errors.NONE:
             answer = otlp_answer(outcome.error)
             trailers = (

@@ -19,7 +19,11 @@ byte for byte as sent. KIP-714 pushes are not filtered: Kafka answers a push as 
 | a summary point | a quantile outside [0, 1] |
 
 A metric left with no points after its points were refused is dropped too. ``drop_invalid_points``
-mutates the message and returns what it refused.
+mutates the message and returns what it refused, in time linear in the message: each point is
+checked once, and a repeated field that loses any element is rebuilt once from the elements kept
+(never an element deleted at a time, which moves the rest of the array each time). The problems are
+counted by kind, at most 100 distinct kinds (the first found; the points of any further kind count
+in ``points`` but not by kind), so the answer's size does not grow with the points refused.
 """
 
 from __future__ import annotations
@@ -43,14 +47,18 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 __all__ = ["Rejected", "drop_invalid_points", "point_problem"]
 
 _MAX_PROBLEMS_LISTED: Final = 5
+_MAX_PROBLEM_KINDS: Final = 100
 _TEMPORAL: Final = frozenset({"sum", "histogram", "exponential_histogram"})
 
 
 class Rejected(NamedTuple):
-    """What ``drop_invalid_points`` refused: a count of points, and why (empty: nothing refused)."""
+    """What ``drop_invalid_points`` refused: a count of points, and why, by kind of problem with its
+    count, the commonest first (empty: nothing refused); ``more_kinds`` tells that kinds found after
+    the first 100 were not kept."""
 
     points: int = 0
-    problems: tuple[str, ...] = ()
+    problems: tuple[tuple[str, int], ...] = ()
+    more_kinds: bool = False
 
     def __bool__(self) -> bool:
         return bool(self.problems)
@@ -58,11 +66,37 @@ class Rejected(NamedTuple):
     @property
     def message(self) -> str:
         """The ``partial_success.error_message``: the distinct problems, the commonest first."""
-        counted = Counter(self.problems).most_common()
-        listed = [f"{problem} (x{n})" if n > 1 else problem for problem, n in counted[:_MAX_PROBLEMS_LISTED]]
-        if len(counted) > _MAX_PROBLEMS_LISTED:
-            listed.append(f"and {len(counted) - _MAX_PROBLEMS_LISTED} more kinds of problem")
+        listed = [
+            f"{problem} (x{n})" if n > 1 else problem for problem, n in self.problems[:_MAX_PROBLEMS_LISTED]
+        ]
+        unlisted = len(self.problems) - _MAX_PROBLEMS_LISTED
+        if self.more_kinds:
+            listed.append(f"and more than {unlisted} more kinds of problem")
+        elif unlisted > 0:
+            listed.append(f"and {unlisted} more kinds of problem")
         return f"{self.points} data points rejected: " + "; ".join(listed)
+
+
+class _Problems:
+    """The problems found so far, counted by kind (at most ``_MAX_PROBLEM_KINDS`` kinds)."""
+
+    __slots__ = ("counts", "more_kinds", "points")
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.more_kinds = False
+        self.points = 0
+
+    def add(self, problem: str, points: int) -> None:
+        """``points`` refused for ``problem`` (a metric refused without points counts once by kind)."""
+        self.points += points
+        if problem in self.counts or len(self.counts) < _MAX_PROBLEM_KINDS:
+            self.counts[problem] += max(points, 1)
+        else:
+            self.more_kinds = True
+
+    def rejected(self) -> Rejected:
+        return Rejected(self.points, tuple(self.counts.most_common()), self.more_kinds)
 
 
 def _number_problem(point: NumberDataPoint) -> str | None:
@@ -124,40 +158,46 @@ def _metric_problem(metric: Metric, kind: str | None) -> str | None:
     return None
 
 
-def _drop_points(metric: Metric, kind: str, problems: list[str]) -> int:
+def _keep(parent: Any, field: str, kept: list[Any]) -> None:
+    """Replace the repeated message ``field`` of ``parent`` by ``kept`` (some of its elements, in
+    order): one pass, however many were dropped."""
+    parent.ClearField(field)
+    getattr(parent, field).extend(kept)
+
+
+def _drop_points(metric: Metric, kind: str, problems: _Problems) -> int:
     """Remove the invalid points of one metric; how many were removed."""
-    points: Sequence[Any] = getattr(metric, kind).data_points
-    refused = []
-    for index, point in enumerate(points):
+    data = getattr(metric, kind)
+    points: Sequence[Any] = data.data_points
+    kept = []
+    found: Counter[str] = Counter()
+    for point in points:
         problem = point_problem(kind, point)
-        if problem is not None:
-            refused.append(index)
-            problems.append(f"metric {metric.name!r}: {problem}")
-    for index in reversed(refused):
-        del points[index]  # type: ignore[attr-defined]
-    return len(refused)
+        if problem is None:
+            kept.append(point)
+        else:
+            found[problem] += 1
+    if found:
+        _keep(data, "data_points", kept)
+        for problem, n in found.items():
+            problems.add(f"metric {metric.name!r}: {problem}", n)
+    return found.total()
 
 
 def drop_invalid_points(data: MetricsData) -> Rejected:
     """Remove every refused metric and point from ``data`` (in place); what was refused."""
-    problems: list[str] = []
-    points = 0
+    problems = _Problems()
     for resource in data.resource_metrics:
         for scope in resource.scope_metrics:
-            refused = []
-            for index, metric in enumerate(scope.metrics):
+            kept = []
+            for metric in scope.metrics:
                 kind = metric.WhichOneof("data")
                 had = len(getattr(metric, kind).data_points) if kind else 0
                 problem = _metric_problem(metric, kind)
                 if problem is not None or kind is None:
-                    points += had
-                    problems += [problem or ""] * max(had, 1)
-                    refused.append(index)
-                    continue
-                dropped = _drop_points(metric, kind, problems)
-                points += dropped
-                if had and dropped == had:
-                    refused.append(index)
-            for index in reversed(refused):
-                del scope.metrics[index]
-    return Rejected(points, tuple(problems))
+                    problems.add(problem or "", had)
+                elif not had or _drop_points(metric, kind, problems) < had:
+                    kept.append(metric)
+            if len(kept) < len(scope.metrics):
+                _keep(scope, "metrics", kept)
+    return problems.rejected()

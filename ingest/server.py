@@ -18,6 +18,9 @@
 
 Every 30 s idle client instances and quota sensors are expired, and a changed tokens file is re-read.
 
+``serve`` first raises the soft open-file limit to the hard one (``raise_open_file_limit``): sockets
+are bounded by the connection limits (``ServerConfig``), and the sink's own files must still open.
+
 Shutdown (SIGTERM or SIGINT) stops accepting, lets requests in flight finish within
 ``server.shutdown_grace_s``, flushes the exporter (every acknowledged push is durable already; a
 queued one is committed or answered RETRYABLE), and exits 0.
@@ -29,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import resource
 import signal
 import ssl
 from pathlib import Path
@@ -55,7 +59,7 @@ from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.quotas import QuotaManagers, SystemClock, create_quota_managers
 from subscriptions import ClientMetricsManager
 
-__all__ = ["EXPIRY_PERIOD_S", "Sink", "quota_samples", "serve"]
+__all__ = ["EXPIRY_PERIOD_S", "Sink", "quota_samples", "raise_open_file_limit", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +134,7 @@ class Sink:
             authenticator=config.security.authenticator(),
             max_decompressed_bytes=config.server.max_decompressed_bytes,
             max_hold_delay_ms=config.server.max_hold_delay_ms,
+            limits=config.limits,
         )
         self.grpc_port = 0
         self.http_port = 0
@@ -172,10 +177,13 @@ class Sink:
             max_body_bytes=2 * self.config.client_metrics.telemetry_max_bytes + 65536,
         )
         app.add_routes(admin_routes(self.admin, request_client))
-        self._http = web.AppRunner(app, access_log=None, **SERVER_OPTIONS)
+        timeouts = server.http_timeouts()
+        self._http = web.AppRunner(app, access_log=None, **SERVER_OPTIONS, **timeouts.runner_options())
         await self._http.setup()
         # every HTTP connection passes the connection quotas (CONN-3) before aiohttp or TLS sees it
-        listener = register_http_listener(self.quotas.connections)
+        listener = register_http_listener(
+            self.quotas.connections, max_connections=server.http_max_connections
+        )
         site = QuotaGatedSite(
             self._http,
             self.quotas.connections,
@@ -184,6 +192,8 @@ class Sink:
             server.http_port,
             listener=listener,
             ssl_context=self._ssl_context(),
+            timeouts=timeouts,
+            gate_limits=server.gate_limits(),
         )
         await site.start()
         self.http_port = site.port
@@ -209,12 +219,14 @@ class Sink:
             self.clock,
             limits=ListenerLimits(
                 socket_request_max_bytes=kafka.socket_request_max_bytes,
+                non_push_request_max_bytes=kafka.non_push_request_max_bytes,
                 connections_max_idle_ms=kafka.connections_max_idle_ms,
                 request_read_timeout_ms=kafka.request_read_timeout_ms,
             ),
             ssl_context=self._ssl_context(),
             max_connections=kafka.max_connections,
             max_connection_creation_rate=kafka.max_connection_creation_rate,
+            gate_limits=self.config.server.gate_limits(),
         )
         await self.kafka.start(self.config.server.host, kafka.port)
         self.kafka_port = self.kafka.port
@@ -273,8 +285,24 @@ class Sink:
                 await task
 
 
+def raise_open_file_limit() -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (often 1024 against 1048576 on a developer
+    host), so that sockets up to the connection limits never make the sink's own files (Delta commits,
+    the config log) fail with EMFILE; the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:  # e.g. an unlimited hard limit where the kernel caps it
+            log.warning("Could not raise the open-file limit from %d to %d: %s", soft, hard, exc)
+            return soft
+        soft = hard
+    return soft
+
+
 async def serve(config: SinkConfig) -> int:
     """Run until SIGTERM or SIGINT; 0 after a clean shutdown."""
+    raise_open_file_limit()
     sink = Sink(config)
     await sink.start()
     host = config.server.host

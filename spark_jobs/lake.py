@@ -416,7 +416,8 @@ def _stats(metadata: pq.FileMetaData) -> str:
         groups = [metadata.row_group(g).column(index).statistics for g in range(metadata.num_row_groups)]
         if not groups or any(s is None for s in groups):
             continue
-        nulls[path] = sum(s.null_count for s in groups)
+        if all(s.has_null_count for s in groups):  # parquet-mr leaves it out beside long values
+            nulls[path] = sum(s.null_count for s in groups)
         if any(s.num_values and not s.has_min_max for s in groups):
             continue  # some values without bounds: no bounds at all
         lows = [v for s in groups if s.has_min_max and (v := _stat_value(s.min)) is not None]

@@ -1,11 +1,23 @@
 """The default exporter: lands accepted pushes in the bronze Delta table ``telemetry_pushes``.
 
 Group commit: pushes are queued and written together in one Delta commit, bounded by
-``max_batch_rows``, ``max_batch_bytes`` (payload bytes) and ``max_batch_latency_ms`` (how long the
-first push of a batch may wait). Each push's ``export`` completes only after the commit holding it
-succeeded (SUCCESS), or after every attempt failed (RETRYABLE: the client retries at its next push
-interval). Commits run one at a time in a worker thread, so the event loop never blocks; pushes that
-arrive meanwhile form the next batch.
+``max_batch_rows``, ``max_batch_bytes`` and ``max_batch_latency_ms`` (how long the first push of a
+batch may wait). A push's bytes are ``TelemetryPush.size``: its payload and the text of its context
+(principal, client id, software name and version, quota tags...), since every row carries its own
+copy of them. Each push's ``export`` completes only after the commit holding it succeeded (SUCCESS),
+or after every attempt failed (RETRYABLE: the client retries at its next push interval). Commits run
+one at a time in a worker thread, so the event loop never blocks; pushes that arrive meanwhile form
+the next batch.
+
+Failures are told apart by cause, so that one client's push never fails another's:
+
+- *Data*: the batch cannot be converted to rows (an Arrow or encoding error: a value no column can
+  hold, which ``PushContext`` should already have refused). The batch is then converted push by push;
+  the pushes that fail alone are refused (PERMANENT: their clients are told INVALID_RECORD) and the
+  rest land in the same commit. The table is untouched by the refused pushes and ``health`` does not
+  change: the sink can still store pushes.
+- *Storage*: the commit or the sync fails after its retries. Every push of the batch is RETRYABLE and
+  ``health`` turns unhealthy (``/readyz`` answers 503) until a commit succeeds.
 
 Every commit carries the Delta transaction ``txn(app_id = "telemetry-sink/<writer_id>", version =
 batch sequence)``, so a commit retried after an ambiguous failure is never duplicated
@@ -15,8 +27,8 @@ table already holds a sequence number the writer was about to use (its start-up 
 another process shares its id), it moves past it rather than skip the batch.
 
 On a local path the file system is synced after each commit, before any push of it is acknowledged
-(delta-rs does not fsync). The queue is bounded (``max_pending_bytes``): beyond it, exports answer
-RETRYABLE at once.
+(delta-rs does not fsync). The queue is bounded (``max_pending_bytes``, counted as the batches are):
+beyond it, exports answer RETRYABLE at once.
 """
 
 from __future__ import annotations
@@ -32,9 +44,17 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Final
 
+import pyarrow as pa
+
 from exporters.base import Exporter, ExportResult, Health, TelemetryPush
 from exporters.delta.appender import AppendError, Compression, DeltaAppender, sync_local_table
-from exporters.delta.schema import PARTITION_BY, STATS_COLUMNS, TELEMETRY_PUSHES_SCHEMA, pushes_to_table
+from exporters.delta.schema import (
+    PARTITION_BY,
+    STATS_COLUMNS,
+    TELEMETRY_PUSHES_SCHEMA,
+    pushes_to_table,
+    with_batch_seq,
+)
 
 __all__ = [
     "DEFAULT_MAX_BATCH_BYTES",
@@ -51,6 +71,9 @@ DEFAULT_MAX_BATCH_ROWS: Final = 5000
 DEFAULT_MAX_BATCH_BYTES: Final = 32 * 1024 * 1024
 DEFAULT_MAX_BATCH_LATENCY_MS: Final = 200
 DEFAULT_MAX_PENDING_BYTES: Final = 256 * 1024 * 1024
+_DATA_ERRORS: Final = (ValueError, TypeError, OverflowError)
+"""What converting a value no column can hold raises (pyarrow's ArrowInvalid and ArrowTypeError, a
+UnicodeEncodeError for a lone surrogate)."""
 
 
 def default_writer_id() -> str:
@@ -59,12 +82,15 @@ def default_writer_id() -> str:
 
 
 class _Batch:
-    """Pushes that will be committed together, and the one future they all await."""
+    """Pushes that will be committed together, and the one future they all await (the batch's
+    result; a push in ``refused`` is PERMANENT whatever it is)."""
 
-    __slots__ = ("first_at", "flush", "future", "pushes", "size")
+    __slots__ = ("first_at", "flush", "future", "pushes", "refused", "size")
 
     def __init__(self, future: asyncio.Future[ExportResult]) -> None:
         self.pushes: list[TelemetryPush] = []
+        self.refused: frozenset[int] = frozenset()
+        """Indexes in ``pushes`` of those whose data could not be converted; set before ``future``."""
         self.size = 0
         self.future = future
         self.first_at = time.monotonic()  # when its first push was queued: the latency clock
@@ -144,17 +170,19 @@ class DeltaLandingExporter(Exporter):
     async def export(self, push: TelemetryPush) -> ExportResult:
         if self._closing or self._wakeup is None:
             return ExportResult.RETRYABLE
-        size = len(push.payload)
+        size = push.size
         if self._batches and self._pending_bytes + size > self.max_pending_bytes:
             return ExportResult.RETRYABLE  # overloaded: storage is not keeping up
         batch = self._batch_for(size)
+        index = len(batch.pushes)
         batch.pushes.append(push)
         batch.size += size
         self._pending_bytes += size
         if len(batch.pushes) == 1 or self._is_full(batch):
             self._wakeup.set()  # the flusher's deadline changed; other pushes leave it asleep
         # shielded: one caller giving up (a client disconnecting) must not cancel its batch-mates
-        return await asyncio.shield(batch.future)
+        result = await asyncio.shield(batch.future)
+        return ExportResult.PERMANENT if index in batch.refused else result
 
     def _batch_for(self, size: int) -> _Batch:
         """The open batch if the push fits in it (a batch always takes its first push), else a new one."""
@@ -232,29 +260,51 @@ class DeltaLandingExporter(Exporter):
         self._sequence += 1  # never reused, even after a failure: versions need not be contiguous
         started = time.monotonic()
         try:
-            used = await asyncio.to_thread(self._land, batch.pushes, sequence)
-        except Exception as exc:  # AppendError, a sync failure, or data that cannot be converted
+            used = await asyncio.to_thread(self._land, batch, sequence)
+        except Exception as exc:  # a storage failure: AppendError, a sync failure
             log.error("landing %d pushes in %s failed: %s", len(batch.pushes), self.table_uri, exc)
             self._health = Health(False, f"last commit failed: {exc}")
             result = ExportResult.RETRYABLE
         else:
-            self._sequence = max(self._sequence, used + 1)
-            self.commits += 1
-            self.commit_latencies_ms.append((time.monotonic() - started) * 1000)
-            if len(self.commit_latencies_ms) > 10_000:
-                del self.commit_latencies_ms[:5_000]
-            self._health = Health(True, f"committed batch {used}")
+            if used is not None:
+                self._sequence = max(self._sequence, used + 1)
+                self.commits += 1
+                self.commit_latencies_ms.append((time.monotonic() - started) * 1000)
+                if len(self.commit_latencies_ms) > 10_000:
+                    del self.commit_latencies_ms[:5_000]
+                self._health = Health(True, f"committed batch {used}")
             result = ExportResult.SUCCESS
         if not batch.future.done():
             batch.future.set_result(result)
 
-    def _land(self, pushes: list[TelemetryPush], sequence: int) -> int:
-        """In a worker thread: convert, commit, make durable; return the sequence number used."""
-        if not self.appender.append(pushes_to_table(pushes, self.writer_id, sequence), sequence):
+    def _land(self, batch: _Batch, sequence: int) -> int | None:
+        """In a worker thread: convert, commit, make durable; return the sequence number used (None:
+        no push of the batch could be converted, nothing was committed)."""
+        table = self._rows(batch, sequence)
+        if table is None:
+            return None
+        if not self.appender.append(table, sequence):
             # the table already holds this sequence number, so ours is stale: move past it
             sequence = self.appender.committed_version() + 1
-            if not self.appender.append(pushes_to_table(pushes, self.writer_id, sequence), sequence):
+            if not self.appender.append(with_batch_seq(table, sequence), sequence):
                 raise AppendError(f"{self.table_uri}: sequence {sequence} taken by another writer")
         if self.fsync:
             sync_local_table(self.table_uri)
         return sequence
+
+    def _rows(self, batch: _Batch, sequence: int) -> pa.Table | None:
+        """The batch's rows; if its data cannot be converted, the rows of the pushes that convert
+        alone, the others recorded in ``batch.refused`` (None: every push was refused)."""
+        try:
+            return pushes_to_table(batch.pushes, self.writer_id, sequence)
+        except _DATA_ERRORS as exc:
+            log.warning("%d pushes do not convert (%s): converting them one by one", len(batch.pushes), exc)
+        rows, refused = [], set()
+        for index, push in enumerate(batch.pushes):
+            try:
+                rows.append(pushes_to_table([push], self.writer_id, sequence))
+            except _DATA_ERRORS as exc:
+                log.warning("push %s refused, its data has no row: %s", push.context.push_id, exc)
+                refused.add(index)
+        batch.refused = frozenset(refused)
+        return pa.concat_tables(rows) if rows else None

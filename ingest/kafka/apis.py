@@ -1,8 +1,10 @@
 """What the Kafka wire listener answers, API by API (Kafka's ``KafkaApis`` for this one-node "cluster").
 
 - ApiVersions (18), v0-3: exactly ``SUPPORTED_VERSIONS``. v3 carries the client's software name and
-  version, checked with Kafka's pattern (INVALID_REQUEST otherwise), which the connection keeps for its
-  later requests. An unsupported version gets a v0 answer: UNSUPPORTED_VERSION and ApiVersions' range.
+  version, checked with Kafka's pattern and capped at ``limits.max_software_chars`` characters
+  (INVALID_REQUEST otherwise, as Kafka answers a name its pattern refuses), which the connection keeps
+  for its later requests. An unsupported version gets a v0 answer: UNSUPPORTED_VERSION and
+  ApiVersions' range.
 - Metadata (3), v0-12: this node as the only broker and the controller, at its advertised address;
   every requested topic UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID when asked by id, v12); no topics
   when all are asked for. A request for more than ``MAX_METADATA_TOPICS`` topics, or by topic id
@@ -15,6 +17,15 @@
   super users only; AlterClientQuotas goes through the mutation quota, whose throttle also mutes the
   connection.
 
+The request header's ``ClientId`` names the client to the APIs that use it (the telemetry RPCs and
+the client-quota RPCs): there it must be valid text (no control character; kio already refuses
+invalid UTF-8) of at most ``limits.max_client_id_chars`` characters (``identity.check_client_text``),
+else the request is answered INVALID_REQUEST (in the error code, or in every entry of
+AlterClientQuotas) without reaching the pipeline or the admin. An answer rather than a closed
+connection: a closed connection makes a Kafka client reconnect and retry, while INVALID_REQUEST tells
+it (and its operator, in its log) that this request will never be served, and turns its telemetry off
+(PD-12). The APIs that do not use the client id (ApiVersions, Metadata, DescribeCluster) ignore it.
+
 Anything else (another API key, an unsupported version, a body that does not parse) raises
 ``FrameError``: the listener closes the connection, as a broker does.
 """
@@ -25,6 +36,7 @@ import datetime
 import logging
 import re
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
@@ -32,6 +44,7 @@ from kio.schema.errors import ErrorCode
 
 from ingest.admin import QuotaAlteration, SinkAdmin
 from ingest.config_log import ENTITY_FIELDS, EntityComponent
+from ingest.identity import ClientTextError, check_client_text
 from ingest.kafka.protocol import (
     ALTER_CLIENT_QUOTAS,
     API_VERSIONS,
@@ -65,6 +78,9 @@ MAX_METADATA_TOPICS: Final = 10_000
 _SOFTWARE_PATTERN: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 """Kafka's rule for ApiVersions v3's ClientSoftwareName and ClientSoftwareVersion."""
 _ZERO_MS: Final = datetime.timedelta(0)
+_ZERO_UUID: Final = uuid.UUID(int=0)
+_LOGGED_CHARS: Final = 64
+"""How much of a refused client string a log line shows."""
 
 
 class KafkaConnection(ThrottleCallback, Protocol):
@@ -172,8 +188,20 @@ class KafkaApis:
         schema = response_schema(API_VERSIONS, header.api_version)
         if header.api_version >= 3:
             name, version = body.client_software_name, body.client_software_version
-            if not (_SOFTWARE_PATTERN.fullmatch(name) and _SOFTWARE_PATTERN.fullmatch(version)):
-                log.info("ApiVersions with an invalid client software name or version: %r %r", name, version)
+            cap = self.pipeline.limits.max_software_chars
+            if not (
+                len(name) <= cap
+                and len(version) <= cap
+                and _SOFTWARE_PATTERN.fullmatch(name)
+                and _SOFTWARE_PATTERN.fullmatch(version)
+            ):
+                log.info(
+                    "ApiVersions with an invalid client software name or version (%d, %d characters): %r %r",
+                    len(name),
+                    len(version),
+                    name[:_LOGGED_CHARS],
+                    version[:_LOGGED_CHARS],
+                )
                 return build(
                     schema, error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=_ZERO_MS
                 )
@@ -249,22 +277,51 @@ class KafkaApis:
 
     # -- telemetry ----------------------------------------------------------------------------
 
-    def _observe(self, rpc: Rpc, client: ClientContext) -> Any:
+    def _client(self, header: RequestHeader, connection: KafkaConnection) -> ClientContext:
+        """Who sent the request; ``ClientTextError`` when its ``ClientId`` is not valid text or is over
+        ``limits.max_client_id_chars`` (see the module docstring)."""
+        if header.client_id is not None:
+            check_client_text("ClientId", header.client_id, self.pipeline.limits.max_client_id_chars)
+        return connection.client_context(header.client_id)
+
+    def _observe(self, rpc: Rpc, client: ClientContext | None) -> Any:
         seen = self.pipeline.request_metrics.observe("kafka", rpc)
         seen.client = client
         return seen
 
+    def _refused(self, rpc: Rpc, error: ClientTextError) -> None:
+        """Count a telemetry request refused for its client id, which names no quota entity."""
+        log.debug("%s refused: %s", rpc, error)
+        with self._observe(rpc, None) as seen:
+            seen.code = ErrorCode.invalid_request
+
     async def _get_telemetry_subscriptions(
         self, header: RequestHeader, body: Any, connection: KafkaConnection
     ) -> Any:
-        client = connection.client_context(header.client_id)
+        schema = response_schema(GET_TELEMETRY_SUBSCRIPTIONS, 0)
+        try:
+            client = self._client(header, connection)
+        except ClientTextError as exc:
+            self._refused("GetTelemetrySubscriptions", exc)
+            return build(
+                schema,
+                throttle_time=_ZERO_MS,
+                error_code=ErrorCode.invalid_request,
+                client_instance_id=_ZERO_UUID,
+                subscription_id=0,
+                accepted_compression_types=(),
+                push_interval=_ZERO_MS,
+                telemetry_max_bytes=0,
+                delta_temporality=False,
+                requested_metrics=(),
+            )
         with self._observe("GetTelemetrySubscriptions", client) as seen:
             r = await self.pipeline.get_subscriptions(
                 GetTelemetrySubscriptionsRequest(body.client_instance_id), client, connection
             )
             seen.code = r.error_code
         return build(
-            response_schema(GET_TELEMETRY_SUBSCRIPTIONS, 0),
+            schema,
             throttle_time=_ms(r.throttle_time_ms),
             error_code=ErrorCode(r.error_code),
             client_instance_id=r.client_instance_id,
@@ -277,7 +334,12 @@ class KafkaApis:
         )
 
     async def _push_telemetry(self, header: RequestHeader, body: Any, connection: KafkaConnection) -> Any:
-        client = connection.client_context(header.client_id)
+        schema = response_schema(PUSH_TELEMETRY, 0)
+        try:
+            client = self._client(header, connection)
+        except ClientTextError as exc:
+            self._refused("PushTelemetry", exc)
+            return build(schema, throttle_time=_ZERO_MS, error_code=ErrorCode.invalid_request)
         with self._observe("PushTelemetry", client) as seen:
             push = PushTelemetryRequest(
                 body.client_instance_id,
@@ -289,7 +351,7 @@ class KafkaApis:
             r = await self.pipeline.push(push, client, connection)
             seen.code = r.error_code
         return build(
-            response_schema(PUSH_TELEMETRY, 0),
+            schema,
             throttle_time=_ms(r.throttle_time_ms),
             error_code=ErrorCode(r.error_code),
         )
@@ -300,7 +362,16 @@ class KafkaApis:
         self, header: RequestHeader, body: Any, connection: KafkaConnection
     ) -> Any:
         schema = response_schema(DESCRIBE_CLIENT_QUOTAS, header.api_version)
-        client = connection.client_context(header.client_id)
+        try:
+            client = self._client(header, connection)
+        except ClientTextError as exc:
+            return build(
+                schema,
+                throttle_time=_ZERO_MS,
+                error_code=ErrorCode.invalid_request,
+                error_message=str(exc),
+                entries=None,
+            )
         components = [EntityComponent(c.entity_type, c.match_type, c.match) for c in body.components]
         result = self.admin.describe_client_quotas(client, components, strict=body.strict)
         if result.value is None:
@@ -332,23 +403,31 @@ class KafkaApis:
         self, header: RequestHeader, body: Any, connection: KafkaConnection
     ) -> Any:
         schema = response_schema(ALTER_CLIENT_QUOTAS, header.api_version)
-        client = connection.client_context(header.client_id)
         entity_schema = _nested(schema, "EntityData")
 
         def echoed(parts: Any) -> tuple[Any, ...]:
             return tuple(entity_schema(entity_type=p.entity_type, entity_name=p.entity_name) for p in parts)
 
-        if not self.admin.authorized(client, "ALTER_CONFIGS"):  # before anything is validated, as Kafka
-            denied = [
+        def every_entry(code: ErrorCode, message: str) -> Any:
+            entries = tuple(
                 build(
                     _nested(schema, "EntryData"),
-                    error_code=ErrorCode.cluster_authorization_failed,
-                    error_message="Cluster authorization failed (ALTER_CONFIGS)",
-                    entity=echoed(entry.entity),
+                    error_code=code,
+                    error_message=message,
+                    entity=echoed(e.entity),
                 )
-                for entry in body.entries
-            ]
-            return build(schema, throttle_time=_ZERO_MS, entries=tuple(denied))
+                for e in body.entries
+            )
+            return build(schema, throttle_time=_ZERO_MS, entries=entries)
+
+        try:
+            client = self._client(header, connection)
+        except ClientTextError as exc:
+            return every_entry(ErrorCode.invalid_request, str(exc))
+        if not self.admin.authorized(client, "ALTER_CONFIGS"):  # before anything is validated, as Kafka
+            return every_entry(
+                ErrorCode.cluster_authorization_failed, "Cluster authorization failed (ALTER_CONFIGS)"
+            )
         answers: list[tuple[Any, int, str | None] | None] = []
         alterations: list[QuotaAlteration] = []
         for entry in body.entries:

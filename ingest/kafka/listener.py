@@ -8,7 +8,10 @@ answers them with ``KafkaApis``, one connection at a time as a broker's network 
   while its request is handled). A request larger than ``socket_request_max_bytes`` (Kafka's
   ``socket.request.max.bytes``), one that does not parse, or one for an API or version the listener
   does not implement closes the connection with a log line; ApiVersions of an unsupported version is
-  answered (``apis``).
+  answered (``apis``). Only PushTelemetry needs that size: the listener reads a request's api key
+  first and closes the connection, before reading the rest, when any other request is larger than
+  ``non_push_request_max_bytes``. So a connection holds at most one request of at most that size in
+  memory (plus the stream's 128 KiB read-ahead) before it is authorized or admitted.
 - Throttling: a quota throttle goes out in the response at once, and the connection is muted (no
   further reads) until the quota engine's reaper ends the throttle (QUO-14): the connection is the
   ``ThrottleCallback``. A client that disconnects while muted is closed (and its instances evicted) at
@@ -35,10 +38,17 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from ingest.connections import ConnectionGate, connection_ip, register_listener
+from ingest.connections import (
+    DEFAULT_GATE_LIMITS,
+    DEFAULT_LISTENER_MAX_CONNECTIONS,
+    ConnectionGate,
+    GateLimits,
+    connection_ip,
+    register_listener,
+)
 from ingest.identity import java_host_address, principal_from_peercert
 from ingest.kafka.apis import KafkaApis
-from ingest.kafka.protocol import FRAME_SIZE, FrameError
+from ingest.kafka.protocol import API_KEY, FRAME_SIZE, PUSH_TELEMETRY, FrameError
 from ingest.quotas import Clock, ConnectionQuotas
 from subscriptions import ClientContext, ClientMetricsManager
 
@@ -58,12 +68,20 @@ class ListenerLimits:
         self,
         *,
         socket_request_max_bytes: int = 8 * 1024 * 1024,
+        non_push_request_max_bytes: int = 1024 * 1024,
         connections_max_idle_ms: int = 600_000,
         request_read_timeout_ms: int = 30_000,
     ) -> None:
         self.socket_request_max_bytes = socket_request_max_bytes
+        self.non_push_request_max_bytes = non_push_request_max_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         self.request_read_timeout_ms = request_read_timeout_ms
+
+    def request_max_bytes(self, api_key: int | None) -> int:
+        """The largest request of this API (None: not known yet) a connection may send."""
+        if api_key == PUSH_TELEMETRY:
+            return self.socket_request_max_bytes
+        return min(self.non_push_request_max_bytes, self.socket_request_max_bytes)
 
 
 class _Connection:
@@ -175,7 +193,15 @@ class _Connection:
                             f"{limits.socket_request_max_bytes})"
                         )
                         return
-                    frame = await reader.readexactly(size)
+                    head = await reader.readexactly(min(size, API_KEY.size))
+                    api_key = API_KEY.unpack(head)[0] if len(head) == API_KEY.size else None
+                    if size > limits.request_max_bytes(api_key):
+                        self._close_because(
+                            f"a request of {size} bytes for api key {api_key} (at most "
+                            f"{limits.request_max_bytes(api_key)} for it)"
+                        )
+                        return
+                    frame = head + await reader.readexactly(size - len(head))
             except asyncio.IncompleteReadError as exc:
                 self._close_because(
                     f"closed by the client in the middle of a request ({len(exc.partial)} bytes)"
@@ -242,8 +268,9 @@ class KafkaListener:
         *,
         limits: ListenerLimits | None = None,
         ssl_context: ssl.SSLContext | None = None,
-        max_connections: int = 2147483647,
+        max_connections: int = DEFAULT_LISTENER_MAX_CONNECTIONS,
         max_connection_creation_rate: int = 2147483647,
+        gate_limits: GateLimits = DEFAULT_GATE_LIMITS,
     ) -> None:
         self.apis = apis
         self.manager = manager
@@ -254,7 +281,9 @@ class KafkaListener:
             max_connections=max_connections,
             max_connection_creation_rate=max_connection_creation_rate,
         )
-        self.gate = ConnectionGate(connections, clock, KAFKA_LISTENER, self._protocol, ssl_context)
+        self.gate = ConnectionGate(
+            connections, clock, KAFKA_LISTENER, self._protocol, ssl_context, limits=gate_limits
+        )
         self.port = 0
         self._server: asyncio.Server | None = None
         self.stopping = False

@@ -14,6 +14,22 @@ versions the listener implements, all through the ``kio`` package's schemas and 
   against the bytes the frame has left (``check_lengths``): kio's native reader reserves memory for an
   array's declared length before reading it, so a 29-byte frame declaring 2**32 topics would otherwise
   abort the process.
+- The same walk bounds what a request may hold, each bound checked as soon as its length is read, so
+  a refused request costs the walk up to that length and no more:
+
+  | what | at most | why |
+  |---|---|---|
+  | a string | 32,767 bytes (``MAX_STRING_BYTES``) | Kafka's generated readers refuse longer ones |
+  | Metadata topics | 10,000 (``MAX_METADATA_TOPICS``) | more than a telemetry client asks about |
+  | DescribeClientQuotas components | 3 | one per entity type (user, client-id, ip) |
+  | AlterClientQuotas entries | 1,000 | a bulk change; more takes several requests |
+  | AlterClientQuotas entity parts, ops per entry | 3, 64 | one per entity type; a few quota keys |
+  | any other array | 10,000 (``MAX_ARRAY_ITEMS``) | |
+  | tagged fields of one struct | 64 (``MAX_TAGGED_FIELDS``) | Kafka's schemas define a handful |
+
+  A request over any of them raises ``FrameError`` (the listener closes the connection). The walk is
+  linear in the frame's size (every array item, string and tagged field takes at least one byte of
+  it); ``check_lengths`` returns the number of steps it took (``FrameError.work`` when it refuses).
 """
 
 from __future__ import annotations
@@ -39,11 +55,16 @@ from kio.static.protocol import Entity
 
 __all__ = [
     "ALTER_CLIENT_QUOTAS",
+    "API_KEY",
     "API_VERSIONS",
     "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_CLUSTER",
     "FRAME_SIZE",
     "GET_TELEMETRY_SUBSCRIPTIONS",
+    "MAX_ARRAY_ITEMS",
+    "MAX_METADATA_TOPICS",
+    "MAX_STRING_BYTES",
+    "MAX_TAGGED_FIELDS",
     "METADATA",
     "PUSH_TELEMETRY",
     "SUPPORTED_VERSIONS",
@@ -79,12 +100,17 @@ SUPPORTED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
 """api key -> (min, max) version: what the listener answers, and all it advertises."""
 
 FRAME_SIZE: Final = struct.Struct(">i")
+API_KEY: Final = struct.Struct(">h")
+"""The first field of a request: what a listener peeks at to choose the frame's size limit."""
 _HEADER_START: Final = struct.Struct(">hhi")  # api key, api version, correlation id
 _MIN_HEADER_BYTES: Final = _HEADER_START.size + 2  # + the client id's length
 
 
 class FrameError(ValueError):
     """A request that cannot be read: the connection is closed, as a broker closes it."""
+
+    work: int = 0
+    """The steps ``check_lengths`` took before refusing the request (0: refused before it ran)."""
 
 
 class RequestHeader(NamedTuple):
@@ -190,22 +216,42 @@ _STRING: Final = 0
 _BYTES: Final = 1
 _ARRAY: Final = 2
 
+MAX_STRING_BYTES: Final = 32_767
+MAX_METADATA_TOPICS: Final = 10_000
+MAX_ARRAY_ITEMS: Final = 10_000
+MAX_TAGGED_FIELDS: Final = 64
+_MAX_ITEMS: Final[Mapping[tuple[str, str], int]] = MappingProxyType(
+    {
+        ("MetadataRequest", "topics"): MAX_METADATA_TOPICS,
+        ("DescribeClientQuotasRequest", "components"): 3,
+        ("AlterClientQuotasRequest", "entries"): 1_000,
+        ("EntryData", "entity"): 3,
+        ("EntryData", "ops"): 64,
+    }
+)
+"""(entity, array field) -> the most items a request may hold there (every version of the API);
+``MAX_ARRAY_ITEMS`` for any other array."""
+
 
 class _Cursor:
-    """Where the check is in the frame; every step fails with FrameError past its end."""
+    """Where the check is in the frame, and how many steps it took; every step fails with FrameError
+    past the frame's end."""
 
-    __slots__ = ("at", "frame")
+    __slots__ = ("at", "frame", "steps")
 
     def __init__(self, frame: bytes, at: int) -> None:
         self.frame = frame
         self.at = at
+        self.steps = 0
 
     def skip(self, size: int) -> None:
+        self.steps += 1
         if size < 0 or self.at + size > len(self.frame):
             raise FrameError(f"a length of {size} with {len(self.frame) - self.at} bytes left in the request")
         self.at += size
 
     def unsigned_varint(self) -> int:
+        self.steps += 1
         value = shift = 0
         while True:
             if self.at >= len(self.frame) or shift > 28:
@@ -217,9 +263,9 @@ class _Cursor:
                 return value
             shift += 7
 
-    def length(self, kind: int, flexible: bool, nullable: bool) -> int:
-        """A string's, bytes' or array's length (-1: null); FrameError if the frame cannot hold it, or
-        for a null where the schema has none."""
+    def length(self, kind: int, flexible: bool, nullable: bool, maximum: int) -> int:
+        """A string's, bytes' or array's length (-1: null); FrameError if the frame cannot hold it, if
+        it is over ``maximum``, or for a null where the schema has none."""
         if flexible:
             length = self.unsigned_varint() - 1
         else:
@@ -234,6 +280,8 @@ class _Cursor:
             )
         if length == -1 and not nullable:
             raise FrameError("a null length where the schema has no null")
+        if length > maximum:
+            raise FrameError(f"a length of {length} where at most {maximum} are read")
         return length
 
 
@@ -242,14 +290,15 @@ def _primitive(cursor: _Cursor, kafka_type: str, flexible: bool, nullable: bool)
     if size is not None:
         cursor.skip(size)
     elif kafka_type == "string":
-        cursor.skip(max(cursor.length(_STRING, flexible, nullable), 0))
+        cursor.skip(max(cursor.length(_STRING, flexible, nullable, MAX_STRING_BYTES), 0))
     elif kafka_type in ("bytes", "records"):
-        cursor.skip(max(cursor.length(_BYTES, flexible, nullable), 0))
+        cursor.skip(max(cursor.length(_BYTES, flexible, nullable, len(cursor.frame)), 0))
     else:
         raise FrameError(f"a field of kafka type {kafka_type} is not checked")
 
 
-_Step = tuple[str, Any, bool]  # ("primitive" | "primitives" | "entity" | "entities", type, nullable)
+_Step = tuple[str, Any, bool, int]
+"""("primitive" | "primitives" | "entity" | "entities", type, nullable, most items of an array)"""
 
 
 @cache
@@ -261,14 +310,15 @@ def _steps(schema: type[Entity]) -> tuple[_Step, ...]:
             continue  # in the tagged section
         kind = classify_field(field)
         nullable = _nullable(field)
+        most = _MAX_ITEMS.get((schema.__name__, field.name), MAX_ARRAY_ITEMS)
         if isinstance(kind, EntityTupleField):
-            steps.append(("entities", kind.type_, nullable))
+            steps.append(("entities", kind.type_, nullable, most))
         elif isinstance(kind, EntityField):
-            steps.append(("entity", kind.type_, nullable))
+            steps.append(("entity", kind.type_, nullable, 0))
         elif isinstance(kind, PrimitiveTupleField):
-            steps.append(("primitives", field.metadata["kafka_type"], nullable))
+            steps.append(("primitives", field.metadata["kafka_type"], nullable, most))
         else:
-            steps.append(("primitive", field.metadata["kafka_type"], nullable))
+            steps.append(("primitive", field.metadata["kafka_type"], nullable, 0))
     return tuple(steps)
 
 
@@ -281,8 +331,9 @@ def _nullable(field: Any) -> bool:
 
 
 def _entity(cursor: _Cursor, schema: type[Entity]) -> None:
+    cursor.steps += 1
     flexible = bool(schema.__flexible__)
-    for step, kind, nullable in _steps(schema):
+    for step, kind, nullable, most in _steps(schema):
         if step == "primitive":
             _primitive(cursor, kind, flexible, nullable)
         elif step == "entity":
@@ -292,17 +343,27 @@ def _entity(cursor: _Cursor, schema: type[Entity]) -> None:
                     continue
             _entity(cursor, kind)
         else:
-            for _ in range(max(cursor.length(_ARRAY, flexible, nullable), 0)):
+            for _ in range(max(cursor.length(_ARRAY, flexible, nullable, most), 0)):
                 if step == "entities":
                     _entity(cursor, kind)
                 else:
                     _primitive(cursor, kind, flexible, False)
     if flexible:  # the tagged fields: a count, then (tag, size, bytes) each
-        for _ in range(cursor.unsigned_varint()):
+        count = cursor.unsigned_varint()
+        if count > MAX_TAGGED_FIELDS:
+            raise FrameError(f"{count} tagged fields where at most {MAX_TAGGED_FIELDS} are read")
+        for _ in range(count):
             cursor.unsigned_varint()
             cursor.skip(cursor.unsigned_varint())
 
 
-def check_lengths(schema: type[Entity], frame: bytes, offset: int) -> None:
-    """FrameError unless every length in the body at ``offset`` fits in the frame."""
-    _entity(_Cursor(frame, offset), schema)
+def check_lengths(schema: type[Entity], frame: bytes, offset: int) -> int:
+    """FrameError unless every length in the body at ``offset`` fits in the frame and within the
+    bounds above; the number of steps the walk took."""
+    cursor = _Cursor(frame, offset)
+    try:
+        _entity(cursor, schema)
+    except FrameError as exc:
+        exc.work = cursor.steps
+        raise
+    return cursor.steps

@@ -7,10 +7,15 @@
 | ``controller.quota.window.num`` | 11 | samples of the mutation quota (its burst is num x size x rate) |
 | ``controller.quota.window.size.seconds`` | 1 | length of one mutation-quota sample |
 | ``max.connections`` | 2147483647 | connections across all listeners (the protected listener excepted) |
-| ``max.connections.per.ip`` | 2147483647 | connections from one IP |
+| ``max.connections.per.ip`` | 1000 | connections from one IP (Kafka: 2147483647, see below) |
 | ``max.connections.per.ip.overrides`` | "" | ``host:count`` exceptions, comma separated |
 | ``max.connection.creation.rate`` | 2147483647 | new connections per second across all listeners |
 | ``client.quota.callback.class`` | none | a ``ClientQuotaCallback`` class by dotted path (KIP-257) |
+
+``max.connections.per.ip`` is finite by default, unlike Kafka's: a client process keeps one or two
+connections, and a thousand from one address is never met by a fleet of well-behaved clients (even
+behind one NAT), while it keeps one host from taking every file descriptor of the sink
+(``DEFAULT_MAX_CONNECTIONS_PER_IP``; 2147483647 switches it off).
 
 Per-entity quotas (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
 ``controller_mutation_rate``, ``connection_creation_rate``) are not config keys: they are set on
@@ -26,7 +31,10 @@ from typing import ClassVar, Final
 from ingest.quotas.connection_quotas import ConnectionQuotaConfig, parse_per_ip_overrides
 from ingest.quotas.java import INT_MAX
 
-__all__ = ["QuotaConfig", "QuotaConfigError"]
+__all__ = ["DEFAULT_MAX_CONNECTIONS_PER_IP", "QuotaConfig", "QuotaConfigError"]
+
+DEFAULT_MAX_CONNECTIONS_PER_IP: Final = 1000
+"""The sink's ``max.connections.per.ip`` unless configured (see the module docstring)."""
 
 _INT_KEYS: Final = {
     "quota.window.num": ("num_quota_samples", 1),
@@ -54,7 +62,7 @@ class QuotaConfig:
     num_controller_quota_samples: int = 11
     controller_quota_window_size_seconds: int = 1
     max_connections: int = INT_MAX
-    max_connections_per_ip: int = INT_MAX
+    max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP
     max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     max_connection_creation_rate: int = INT_MAX
     client_quota_callback_class: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -16,6 +17,7 @@ from exporters import (
     InMemoryExporter,
     LogExporter,
     OtlpForwardingExporter,
+    PushContext,
     load_exporter,
 )
 from tests.support.otlp import push
@@ -27,6 +29,41 @@ def test_push_context_carries_the_whole_context() -> None:
     assert len(context.push_id) == 32
     assert push().context.push_id != push().context.push_id
     assert context.terminating
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("client_id", "\udcff"),  # aiohttp's reading of the header byte 0xff (F3)
+        ("client_software_name", "a\ud800"),
+        ("client_software_version", "\udfff"),
+        ("principal", "User:\udc80"),
+        ("client_source_address", "\udcff"),
+        ("push_id", "\udcff"),
+        ("client_id", 7),
+        ("quota_tags", {"user": "alice", "client-id": "\udcff"}),
+        ("quota_tags", {"\udcff": ""}),
+    ],
+)
+def test_F3_a_push_context_no_row_can_hold_is_refused_naming_the_field(field: str, value: object) -> None:
+    fields = {f.name: getattr(push().context, f.name) for f in dataclasses.fields(PushContext) if f.init}
+    with pytest.raises(ValueError, match=f"^{field} must be"):
+        PushContext(**{**fields, field: value})
+
+
+def test_a_push_costs_its_payload_and_the_utf8_bytes_of_its_context_text() -> None:
+    """F4: what an exporter keeps of a push is counted, not only its payload."""
+    base = push(1, payload=b"x" * 10, client_software_name="a")
+    longer = push(1, payload=b"x" * 10, client_software_name="a" * 1001)
+    wide = push(1, payload=b"x" * 10, client_software_name="\u00e9")  # two bytes in UTF-8
+    assert longer.size - base.size == 1000
+    assert wide.size - base.size == 1
+    assert base.size - len(base.payload) == base.context.text_bytes > 0
+    tagged = push(
+        1, payload=b"x" * 10, client_software_name="a", quota_tags={"user": "alice", "client-id": "c" * 100}
+    )
+    assert tagged.size - base.size == 2 * 100  # tags and the quota entity: every row holds both
+    assert push(1, client_id=None).context.text_bytes < push(1, client_id="c").context.text_bytes
 
 
 async def test_in_memory_exporter_keeps_pushes_and_can_fail() -> None:

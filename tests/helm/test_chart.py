@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ingest.config import KafkaListenerConfig, SinkConfig
+from ingest.limits import RequestLimits
 from telemetry_sink.cli import build_parser
 
 pytestmark = pytest.mark.helm
@@ -228,6 +229,12 @@ def test_the_kafka_listener_section_loads_in_the_sink_with_the_charts_values(
     assert set(document) <= {"port", "node_id", *expected}
 
 
+def test_request_limits_reach_the_sink_and_the_rest_keep_the_sinks_defaults(tmp_path: Path) -> None:
+    config = load_sink_config({"sink": {"limits": {"max_data_points": 5000}}}, tmp_path)
+    assert config.limits == dataclasses.replace(RequestLimits(), max_data_points=5000)
+    assert load_sink_config({}, tmp_path).limits == RequestLimits()
+
+
 def test_the_kafka_listener_port_is_the_one_the_pods_and_the_service_open(tmp_path: Path) -> None:
     values = _merge(VARIANTS["kafka listener"], {"kafkaListener": {"port": 19092}})
     assert load_sink_config(values, tmp_path).kafka_listener.port == 19092
@@ -404,6 +411,7 @@ def test_helm_test_pushes_one_sample_through_the_service() -> None:
     [
         ({"replicaCont": 2}, "additional properties 'replicaCont' not allowed"),
         ({"replicaCount": "two"}, "at '/replicaCount': got string, want integer"),
+        ({"sink": {"limits": {"max_data_points": 0}}}, "at '/sink/limits/max_data_points': minimum"),
         ({"service": {"grpcPort": 70000}}, "at '/service/grpcPort': maximum"),
         ({"storage": {"type": "s3"}}, "at '/storage/type'"),
         ({"rollup": {"schedule": "every five minutes"}}, "at '/rollup/schedule'"),

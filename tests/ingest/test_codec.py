@@ -5,20 +5,27 @@ from __future__ import annotations
 import gzip
 import struct
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 import cramjam
 import lz4.frame
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ingest import codec as codec_module
 from ingest.codec import (
     InvalidPayloadError,
+    PayloadError,
     PayloadTooLargeError,
     decode_payload,
     decompress,
     parse_metrics_data,
 )
-from subscriptions import Errors
+from ingest.limits import DEFAULT_LIMITS
+from subscriptions import CompressionType, Errors
 from tests.support.otlp import metrics_data
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka"
@@ -144,3 +151,127 @@ def test_PD_12_bytes_that_are_not_otlp_are_invalid_record() -> None:
 def test_TEL_19_unknown_compression_is_invalid() -> None:
     with pytest.raises(InvalidPayloadError, match="unknown compression type 9"):
         decompress(b"x", 9, MIB)
+
+
+FRAMED = {1: _gzip, 3: _lz4, 4: _zstd}  # the codecs whose payload may hold several members or frames
+
+
+class _CountingDecoder:
+    """The real decoder of one frame, counting the input bytes handed to it."""
+
+    def __init__(self, decoder: Any, fed: list[int]) -> None:
+        self._decoder = decoder
+        self._fed = fed
+
+    @property
+    def eof(self) -> bool:
+        return bool(self._decoder.eof)
+
+    @property
+    def unused_data(self) -> bytes | None:
+        unused: bytes | None = self._decoder.unused_data
+        return unused
+
+    def decompress(self, data: memoryview, max_length: int, /) -> bytes:
+        self._fed[0] += len(data)
+        out: bytes = self._decoder.decompress(data, max_length)
+        return out
+
+
+def _decompress_counting_fed(data: bytes, codec: int, max_bytes: int, max_frames: int) -> tuple[bytes, int]:
+    """``decompress``, and how many input bytes its frame decoders were handed in all."""
+    kind = CompressionType(codec)
+    real = codec_module._FRAME_DECODERS[kind]
+    fed = [0]
+    with patch.dict(codec_module._FRAME_DECODERS, {kind: lambda: _CountingDecoder(real(), fed)}):
+        out = decompress(data, codec, max_bytes, max_compressed_frames=max_frames)
+    return out, fed[0]
+
+
+@pytest.mark.parametrize("codec", sorted(FRAMED))
+def test_F5_many_frames_cost_linear_work_not_the_rest_of_the_input_per_frame(codec: int) -> None:
+    """Twice the frames, twice the bytes handed to the decoders (handing each frame the rest of the
+    input, as before, was n*S/2: four times as much)."""
+    raw = metrics_data(points=3)
+    frame = FRAMED[codec](raw)
+    fed = {}
+    for n in (1_000, 2_000):
+        out, fed[n] = _decompress_counting_fed(frame * n, codec, n * len(raw), max_frames=n)
+        assert out == raw * n
+        assert fed[n] <= 3 * n * len(frame) + 256 * n
+    assert 1.9 <= fed[2_000] / fed[1_000] <= 2.1
+
+
+@settings(max_examples=60)
+@given(
+    codec=st.sampled_from(sorted(FRAMED)),
+    sizes=st.lists(st.integers(0, 3_000), min_size=1, max_size=40),
+    seed=st.binary(min_size=16, max_size=16),
+)
+def test_F5_the_bytes_decoders_are_handed_are_bounded_by_the_input_size(
+    codec: int, sizes: list[int], seed: bytes
+) -> None:
+    """Whatever the number and sizes of frames: at most 3 times the input plus 256 bytes a frame."""
+    raws = [(seed * (size // 16 + 1))[:size] + bytes(size % 7) for size in sizes]
+    data = b"".join(FRAMED[codec](raw) for raw in raws)
+    out, fed = _decompress_counting_fed(data, codec, MIB, max_frames=len(raws))
+    assert out == b"".join(raws)
+    assert fed <= 3 * len(data) + 256 * len(raws)
+
+
+@pytest.mark.parametrize("codec", sorted(FRAMED))
+def test_F5_more_frames_than_max_compressed_frames_is_too_large(codec: int) -> None:
+    frame = FRAMED[codec](b"x")
+    frames = DEFAULT_LIMITS.max_compressed_frames
+    assert decompress(frame * frames, codec, MIB) == b"x" * frames
+    with pytest.raises(PayloadTooLargeError, match=f"more than {frames} ") as info:
+        decompress(frame * (frames + 1), codec, MIB)
+    assert info.value.error == Errors.TELEMETRY_TOO_LARGE
+    with pytest.raises(PayloadTooLargeError):
+        decode_payload(frame * 3, codec, MIB, max_compressed_frames=2)
+
+
+Payload = tuple[int, bytes, bytes | None]
+"""A codec, bytes for it, and what they decompress to when they are intact (else None)."""
+
+
+def _compressed(codec: int, raws: list[bytes], cut: int, flip: int, tail: bytes) -> Payload:
+    """``raws`` compressed one frame each, then the first ``cut`` bytes kept, a bit flipped, a tail
+    added (all optional)."""
+    data = bytearray(b"".join(COMPRESS[codec](raw) if codec else raw for raw in raws))
+    one_snappy_block = codec != 2 or len(raws) == 1  # raw snappy blocks do not concatenate
+    intact = one_snappy_block and not (cut and cut < len(data)) and not flip and not tail
+    if data and flip:
+        data[flip % len(data)] ^= 1 << (flip % 8)
+    return codec, bytes(data[: cut or None]) + tail, b"".join(raws) if intact else None
+
+
+def _payloads() -> st.SearchStrategy[Payload]:
+    """Valid frames, or valid frames cut, flipped, padded, or random bytes, for any codec."""
+    codec = st.sampled_from([0, 1, 2, 3, 4])
+    raws = st.lists(st.binary(max_size=2_000) | st.integers(0, 5_000).map(bytes), min_size=1, max_size=4)
+    valid = st.builds(_compressed, codec, raws, st.just(0), st.just(0), st.just(b""))
+    mangled = st.builds(
+        _compressed, codec, raws, st.integers(0, 3_000), st.integers(0, 4_096), st.binary(max_size=30)
+    )
+    random = st.tuples(st.integers(0, 5), st.binary(max_size=300), st.none())
+    return valid | mangled | random
+
+
+@settings(max_examples=400)
+@given(payload=_payloads(), max_bytes=st.integers(0, 6_000))
+def test_PD_12_any_bytes_decompress_within_the_cap_or_fail_as_a_payload_error(
+    payload: Payload, max_bytes: int
+) -> None:
+    """Fuzzing every codec: the answer is the data (at most the cap) or a PayloadError, nothing else."""
+    codec, data, expected = payload
+    try:
+        out = decompress(data, codec, max_bytes, max_compressed_frames=4)
+    except PayloadTooLargeError:
+        assert expected is None or len(expected) > max_bytes
+        return
+    except PayloadError:
+        assert expected is None
+        return
+    assert len(out) <= max_bytes
+    assert expected is None or out == expected

@@ -9,6 +9,7 @@ import pytest
 
 import ingest.config as config_module
 from ingest.config import SinkConfig, SinkConfigError
+from ingest.connections import GateLimits, HttpTimeouts
 from ingest.quotas import DEFAULT, ClientQuotaEntity
 
 
@@ -208,6 +209,8 @@ def test_admin_client_quotas_and_grpc_limits_from_a_file(tmp_path: Path) -> None
     assert config.exporter.quota_sample_period_s == 0
     assert config.server.grpc_options() == [
         ("grpc.max_allowed_incoming_connections", 100),
+        ("grpc.max_concurrent_streams", 100),  # the defaults stay for the keys the file leaves out
+        ("grpc.max_connection_idle_ms", 600000),
         ("grpc.max_connection_age_ms", 60000),
     ]
     assert config.client_quotas == (
@@ -255,7 +258,63 @@ def test_kafka_listener_defaults_to_port_9094_with_kafkas_limits() -> None:
     assert (kafka.advertised_host, kafka.advertised_port, kafka.node_id) == (None, None, 0)
     assert kafka.socket_request_max_bytes == 8388608  # Kafka's socket.request.max.bytes, 8 MiB here
     assert kafka.connections_max_idle_ms == 600000  # Kafka's connections.max.idle.ms
-    assert kafka.max_connections == kafka.max_connection_creation_rate == 2147483647
+    assert kafka.max_connections == 10000  # Kafka: none; bounds an attacker, never a fleet
+    assert kafka.max_connection_creation_rate == 2147483647
+    assert kafka.non_push_request_max_bytes == 1048576  # every API but PushTelemetry
+
+
+def test_connection_limits_are_on_by_default_and_listed_in_the_documented_example() -> None:
+    """F9: every connection count and HTTP timeout is finite by default, and the example shows it."""
+    config = SinkConfig.load(env={})
+    server = config.server
+    assert config.quotas.max_connections_per_ip == 1000
+    assert server.http_max_connections == 10000
+    assert server.http_timeouts() == HttpTimeouts(header_ms=10000, body_ms=30000, idle_ms=120000)
+    assert server.gate_limits() == GateLimits(max_waiting=1000, max_wait_ms=10000)
+    assert server.grpc_options() == [
+        ("grpc.max_allowed_incoming_connections", 10000),
+        ("grpc.max_concurrent_streams", 100),
+        ("grpc.max_connection_idle_ms", 600000),
+    ]
+    documented = config_module.__doc__ or ""
+    for line in (
+        "http_max_connections: 10000",
+        "http_header_timeout_ms: 10000",
+        "http_body_timeout_ms: 30000",
+        "http_idle_timeout_ms: 120000",
+        "max_waiting_connections: 1000",
+        "connection_wait_timeout_ms: 10000",
+        "grpc_max_connections: 10000",
+        "grpc_max_concurrent_streams: 100",
+        "grpc_max_connection_idle_ms: 600000",
+        "non_push_request_max_bytes: 1048576",
+        "max_connections: 10000",
+        "max.connections.per.ip: 1000",
+    ):
+        assert line in documented, line
+
+
+def test_connection_limits_are_set_from_the_environment_and_checked() -> None:
+    env = {
+        "TELEMETRY_SINK_SERVER__HTTP_HEADER_TIMEOUT_MS": "200",
+        "TELEMETRY_SINK_SERVER__GRPC_MAX_CONCURRENT_STREAMS": "null",  # grpcio's default: none
+        "TELEMETRY_SINK_QUOTAS__MAX_CONNECTIONS_PER_IP": "2147483647",  # Kafka's: none
+    }
+    config = SinkConfig.load(env=env)
+    assert config.server.http_timeouts().header_ms == 200
+    assert ("grpc.max_concurrent_streams", 100) not in config.server.grpc_options()
+    assert config.quotas.max_connections_per_ip == 2147483647
+    with pytest.raises(SinkConfigError) as info:
+        SinkConfig.from_document(
+            {
+                "server": {"http_body_timeout_ms": 0, "max_waiting_connections": True},
+                "kafka_listener": {"non_push_request_max_bytes": -1},
+            }
+        )
+    problems = "\n".join(info.value.problems)
+    assert "server.http_body_timeout_ms must be an integer between 1 and 2147483647, got 0" in problems
+    assert "server.max_waiting_connections must be an integer between 1" in problems
+    assert "kafka_listener.non_push_request_max_bytes must be an integer between 1" in problems
 
 
 def test_kafka_listener_is_set_from_the_file_and_turned_off_from_the_environment(tmp_path: Path) -> None:

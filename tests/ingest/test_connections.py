@@ -1,7 +1,10 @@
 """Connection quotas at the HTTP listener over real loopback sockets (CONN-1, CONN-3, CONN-E1, CONN-E3),
-and the grpc connection limits ``ingest.connections`` documents.
+the bounds on sockets waiting at the gate and the HTTP header, body and idle timeouts (F9), and the
+grpc connection limits ``ingest.connections`` documents.
 
-Time is a fake clock: a connection that must wait waits on it, and the test moves it on."""
+Quota time is a fake clock: a connection that must wait waits on it, and the test moves it on. The
+connection timeouts run on the loop's clock: tests configure short ones and wait for the server to
+close the socket, never asserting how long that took."""
 
 from __future__ import annotations
 
@@ -20,7 +23,12 @@ import pytest
 from aiohttp import web
 
 from ingest.connections import (
+    DEFAULT_GATE_LIMITS,
+    DEFAULT_HTTP_TIMEOUTS,
     HTTP_LISTENER,
+    INT_MAX,
+    GateLimits,
+    HttpTimeouts,
     QuotaGatedSite,
     connection_ip,
     grpc_connection_options,
@@ -60,19 +68,39 @@ async def _peer(request: web.Request) -> web.Response:
     return web.Response(text=str(peer[0]) if peer else "?")
 
 
+async def _body_size(request: web.Request) -> web.Response:
+    return web.Response(text=str(len(await request.read())))
+
+
 @asynccontextmanager
 async def serving(
-    keys: dict[str, object], clock: FakeClock | None = None, ssl_context: ssl.SSLContext | None = None
+    keys: dict[str, object],
+    clock: FakeClock | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    *,
+    timeouts: HttpTimeouts = DEFAULT_HTTP_TIMEOUTS,
+    gate_limits: GateLimits = DEFAULT_GATE_LIMITS,
+    max_connections: int = INT_MAX,
 ) -> AsyncIterator[Served]:
     """An aiohttp app on loopback behind the gate, with quotas built from Kafka's keys."""
     clock = clock or FakeClock()
     quotas = _create_quota_managers(QuotaConfig.from_mapping(keys), clock)
-    register_http_listener(quotas.connections)
+    register_http_listener(quotas.connections, max_connections=max_connections)
     app = web.Application()
     app.router.add_get("/", _peer)
-    runner = web.AppRunner(app, access_log=None)
+    app.router.add_post("/size", _body_size)
+    runner = web.AppRunner(app, access_log=None, **timeouts.runner_options())
     await runner.setup()
-    site = QuotaGatedSite(runner, quotas.connections, clock, IP, 0, ssl_context=ssl_context)
+    site = QuotaGatedSite(
+        runner,
+        quotas.connections,
+        clock,
+        IP,
+        0,
+        ssl_context=ssl_context,
+        timeouts=timeouts,
+        gate_limits=gate_limits,
+    )
     await site.start()
     served = Served(site, runner, quotas, clock)
     try:
@@ -372,3 +400,98 @@ async def test_grpc_max_allowed_incoming_connections_closes_the_connection_over_
         await first.close()
         await second.close()
         await server.stop(None)
+
+
+# -- F9: sockets waiting at the gate are bounded and timed ---------------------------------------
+
+
+async def test_F9_sockets_waiting_for_a_slot_are_bounded_and_the_extra_one_is_closed_at_once() -> None:
+    async with serving({}, max_connections=1, gate_limits=GateLimits(max_waiting=2)) as served:
+        admitted = await Client.connect(served)
+        assert await admitted.get() == (200, IP)
+        waiting = [await Client.connect(served), await Client.connect(served)]
+        await eventually(lambda: served.site.waiting == 2)  # parked, unread, until a slot frees
+
+        extra = await Client.connect(served)
+        assert await extra.closed_by_server()  # no third socket parked
+        assert served.site.waiting == 2
+        assert served.connections.listener_count(HTTP_LISTENER) == 1
+
+        admitted.close()  # a slot frees: the first waiting socket is served
+        first = waiting[0]
+        assert await first.get() == (200, IP)
+        assert served.site.waiting == 1
+
+
+async def test_F9_a_socket_not_admitted_within_the_wait_timeout_is_closed_without_a_count() -> None:
+    limits = GateLimits(max_wait_ms=200)
+    async with serving({}, max_connections=1, gate_limits=limits) as served:
+        admitted = await Client.connect(served)
+        assert await admitted.get() == (200, IP)
+        parked = await Client.connect(served)
+        await eventually(lambda: served.site.waiting == 1)
+
+        assert await parked.closed_by_server()  # after the wait timeout; the slot never freed
+        await eventually(lambda: served.site.waiting == 0)
+        assert served.connections.get(IP) == 1  # only the admitted one was ever counted
+        assert await admitted.get() == (200, IP)
+
+
+# -- F9: HTTP header, body and idle timeouts ---------------------------------------------------
+
+
+async def test_F9_a_slowloris_header_is_closed_after_the_header_timeout_and_its_count_freed() -> None:
+    timeouts = HttpTimeouts(header_ms=200, body_ms=60_000, idle_ms=60_000)
+    async with serving({}, timeouts=timeouts) as served:
+        served_before = await Client.connect(served)
+        assert await served_before.get() == (200, IP)  # then idle: no header timer runs for it
+        slow = await Client.connect(served)
+        slow.send(b"GET / HTTP/1.1\r\nHost: sink\r\nX-Slow: ")  # and never the end of the headers
+        await eventually(lambda: served.connections.get(IP) == 2)
+
+        assert await slow.closed_by_server()
+        await eventually(lambda: served.connections.get(IP) == 1)  # its socket and count released
+        assert await served_before.get() == (200, IP)  # idle longer than the header timeout, still served
+
+
+async def test_F9_a_slowloris_body_is_closed_after_the_body_timeout_and_its_count_freed() -> None:
+    timeouts = HttpTimeouts(header_ms=60_000, body_ms=200, idle_ms=60_000)
+    async with serving({}, timeouts=timeouts) as served:
+        whole = await Client.connect(served)
+        whole.send(b"POST /size HTTP/1.1\r\nHost: sink\r\nContent-Length: 5\r\n\r\nhello")
+        assert await whole.response() == (200, "5")
+        slow = await Client.connect(served)
+        slow.send(b"POST /size HTTP/1.1\r\nHost: sink\r\nContent-Length: 100000\r\n\r\n" + bytes(10))
+
+        assert await slow.closed_by_server()
+        await eventually(lambda: served.connections.get(IP) == 1)
+        assert await whole.get() == (200, IP)  # a request read in full is not timed while answered
+
+
+async def test_F9_every_request_of_a_keep_alive_connection_gets_its_own_header_time() -> None:
+    timeouts = HttpTimeouts(header_ms=200, body_ms=60_000, idle_ms=60_000)
+    async with serving({}, timeouts=timeouts) as served:
+        client = await Client.connect(served)
+        assert await client.get() == (200, IP)
+        witness = await Client.connect(served)
+        witness.send(b"GET / HTTP/1.1\r\n")
+        assert await witness.closed_by_server()  # a header time has passed since the first answer
+        assert await client.get() == (200, IP)  # the second request starts its own header time
+        client.send(b"GET / HTTP/1.1\r\nHost: sink\r\n")  # a third one stalls in its header
+        assert await client.closed_by_server()
+
+
+async def test_F9_a_connection_that_never_sends_a_request_is_closed_after_the_idle_timeout() -> None:
+    timeouts = HttpTimeouts(header_ms=60_000, body_ms=60_000, idle_ms=200)
+    async with serving({}, timeouts=timeouts) as served:
+        silent = await Client.connect(served)
+        await eventually(lambda: served.connections.get(IP) == 1)
+        assert await silent.closed_by_server()
+        await eventually(lambda: served.connections.total == 0)
+        answered = await Client.connect(served)
+        assert await answered.get() == (200, IP)
+        assert await answered.closed_by_server()  # idle after its answer: closed as well
+
+
+def test_F9_http_timeouts_give_aiohttp_its_keep_alive_timeout_in_seconds() -> None:
+    assert HttpTimeouts(idle_ms=1500).runner_options() == {"keepalive_timeout": 1.5}

@@ -25,8 +25,8 @@ def test_PD_12_only_transient_outcomes_are_retryable(error: Errors) -> None:
         assert 400 <= answer.http_status < 500  # a protocol error is never a 500
 
 
-def test_PD_12_too_large_is_413_and_not_retried() -> None:
-    assert otlp_answer(Errors.TELEMETRY_TOO_LARGE) == (grpc.StatusCode.INVALID_ARGUMENT, 413, False)
+def test_PD_12_too_large_is_413_or_resource_exhausted_and_not_retried() -> None:
+    assert otlp_answer(Errors.TELEMETRY_TOO_LARGE) == (grpc.StatusCode.RESOURCE_EXHAUSTED, 413, False)
 
 
 @pytest.mark.parametrize(

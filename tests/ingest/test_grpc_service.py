@@ -1,4 +1,6 @@
-"""The gRPC ClientTelemetry service on a real loopback server, driven by the generated stub."""
+"""The gRPC ClientTelemetry service on a real loopback server, driven by the generated stub; client
+text in the metadata checked before the pipeline, on the KIP-714 RPCs and on the OTLP export that
+shares its ``AuthenticatedRequest`` (F4, F21)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,15 @@ import pytest
 
 from exporters import InMemoryExporter
 from ingest.grpc_service import ClientTelemetryService
+from ingest.limits import DEFAULT_LIMITS
+from ingest.otlp_grpc import METRICS_SERVICE
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from subscriptions import Errors
 from tests.support.clock import FakeClock
+from tests.support.otlp import resource_payload
 from tests.support.pipeline import kafka_pipeline
+from tests.support.servers import serve_both
 
 pytestmark = pytest.mark.integration
 
@@ -93,3 +99,64 @@ async def test_errors_travel_in_the_response_not_as_grpc_failures(
         )
     )
     assert wrong.error_code == Errors.UNKNOWN_SUBSCRIPTION_ID
+
+
+LONG_ID = "c" * (DEFAULT_LIMITS.max_client_id_chars + 1)
+LONG_NAME = "n" * (DEFAULT_LIMITS.max_software_chars + 1)
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        (("x-kafka-client-id", LONG_ID),),
+        (("x-kafka-client-software-name", LONG_NAME),),
+        (("x-kafka-client-software-version", LONG_NAME),),
+    ],
+)
+async def test_F4_client_text_over_its_limit_is_invalid_request_in_the_response(
+    served: tuple[pb_grpc.ClientTelemetryStub, InMemoryExporter, FakeClock],
+    metadata: tuple[tuple[str, str], ...],
+) -> None:
+    """What a Kafka client reads: the Kafka code, the gRPC status OK; nothing reaches the pipeline."""
+    stub, exporter, clock = served
+    refused = await stub.GetTelemetrySubscriptions(pb.GetTelemetrySubscriptionsRequest(), metadata=metadata)
+    assert (refused.error_code, refused.client_instance_id) == (Errors.INVALID_REQUEST, b"")
+    got = await stub.GetTelemetrySubscriptions(pb.GetTelemetrySubscriptionsRequest(), metadata=METADATA)
+    clock.advance(1000)
+    push = pb.PushTelemetryRequest(
+        client_instance_id=got.client_instance_id,
+        subscription_id=got.subscription_id,
+        compression_type=4,
+        metrics=FIXTURE.read_bytes(),
+    )
+    assert (await stub.PushTelemetry(push, metadata=metadata)).error_code == Errors.INVALID_REQUEST
+    assert exporter.pushes == []
+    assert (await stub.PushTelemetry(push, metadata=METADATA)).error_code == Errors.NONE  # its own are served
+
+
+async def test_F21_binary_metadata_that_is_not_utf8_is_ignored(
+    served: tuple[pb_grpc.ClientTelemetryStub, InMemoryExporter, FakeClock],
+) -> None:
+    stub, _, _ = served
+    metadata = (*METADATA, ("grpc-trace-bin", b"\xff\xfe\x00"))
+    got = await stub.GetTelemetrySubscriptions(pb.GetTelemetrySubscriptionsRequest(), metadata=metadata)
+    assert got.error_code == Errors.NONE
+
+
+async def test_F4_an_otlp_export_with_client_text_over_its_limit_is_invalid_argument_naming_it() -> None:
+    exporter = InMemoryExporter()
+    pipeline = kafka_pipeline(FakeClock(), exporter)
+    async with serve_both(pipeline) as endpoints:
+        export: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = endpoints.channel.unary_unary(
+            f"/{METRICS_SERVICE}/Export"
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await export(resource_payload(), metadata=(("x-kafka-client-software-name", LONG_NAME),))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # not retried by OTLP clients
+        assert (refused.value.details() or "").startswith(
+            f"x-kafka-client-software-name is {len(LONG_NAME)} characters"
+        )
+        assert not dict(refused.value.trailing_metadata() or ())  # no RetryInfo
+        assert exporter.pushes == []
+        assert await export(resource_payload(), metadata=METADATA) == b""  # a well-behaved export lands
+        assert len(exporter.pushes) == 1

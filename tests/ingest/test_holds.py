@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from ingest.holds import ClientHolds
+from ingest.limits import DEFAULT_LIMITS
 from ingest.quotas import QuotaConfig, create_quota_managers
 from tests.support.clock import T0, FakeClock
 
@@ -95,3 +96,29 @@ async def test_QUO_14_shutdown_ends_every_hold_so_waiting_requests_finish_in_the
     holds.release_all()
     assert await waiting == 0
     assert len(holds) == 0
+
+
+def test_F21_at_most_max_held_clients_are_held_and_a_client_over_it_is_refused_not_queued() -> None:
+    """Holds are keyed by what clients send: a flood of new client ids fills the table, then is not
+    held; the clients already held stay held, and one freed place takes a new client again."""
+    clock = FakeClock()
+    produce = create_quota_managers(QuotaConfig(), clock).produce
+    holds = ClientHolds(max_held_clients=2)
+    now = clock.now_ms()
+    for client_id in ("a", "b", "c", "d"):
+        holds.hold(produce, "User:x", client_id, 1000, now)
+    assert len(holds) == 2
+    assert holds.refused == 2
+    assert len(produce.throttle_queue) == 2  # the refused clients' throttles are not queued either
+    assert holds.remaining_ms("User:x", "c", now) == 0
+    holds.hold(produce, "User:x", "a", 3000, now)  # a held client's hold still grows when full
+    assert holds.remaining_ms("User:x", "a", now) == 3000
+    assert holds.refused == 2
+    assert produce.throttle_queue.reap(now + 1000) == 2  # b's hold ends (a's first throttle too)
+    holds.hold(produce, "User:x", "c", 500, now + 1000)
+    assert holds.remaining_ms("User:x", "c", now + 1000) == 500
+    assert len(holds) == 2
+
+
+def test_F21_the_default_cap_is_limits_max_held_clients() -> None:
+    assert ClientHolds().max_held_clients == DEFAULT_LIMITS.max_held_clients

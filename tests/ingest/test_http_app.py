@@ -1,4 +1,5 @@
-"""The HTTP front door on a real loopback server, driven by a real HTTP client (httpx)."""
+"""The HTTP front door on a real loopback server, driven by a real HTTP client (httpx); client text
+refused at the edge, with the real Delta exporter behind it (F3, F4, F20)."""
 
 from __future__ import annotations
 
@@ -6,24 +7,27 @@ import asyncio
 import base64
 import gzip
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from uuid import UUID
 
 import httpx
 import pytest
 from aiohttp.test_utils import TestServer
+from deltalake import DeltaTable
 from google.rpc.status_pb2 import Status
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from opentelemetry.sdk.metrics.export import MetricExportResult
 
-from exporters import Health, InMemoryExporter
+from exporters import DeltaLandingExporter, Health, InMemoryExporter
 from ingest.http_app import GET_PATH, OTLP_METRICS_PATH, PUSH_PATH, SERVER_OPTIONS, create_http_app
-from ingest.identity import parse_instance_id
+from ingest.identity import INSTANCE_ID_HEADER, parse_instance_id
+from ingest.limits import DEFAULT_LIMITS
+from ingest.metrics import metrics_exposition
 from ingest.pipeline import TelemetryPipeline
-from ingest.quotas import ClientQuotaEntity
+from ingest.quotas import DEFAULT, ClientQuotaEntity
 from tests.support.clock import FakeClock
 from tests.support.otlp import resource_payload, sdk_metrics
 from tests.support.pipeline import kafka_pipeline
@@ -230,3 +234,90 @@ async def test_PD_12_bad_otlp_requests_are_4xx_and_the_server_keeps_serving(
     assert "Retry-After" not in response.headers
     ok = await served.client.post(OTLP_METRICS_PATH, content=resource_payload(), headers=PROTOBUF)
     assert ok.status_code == 200
+
+
+def _poisoned(headers: Mapping[str, str] | None = None) -> dict[bytes, bytes]:
+    """``headers`` and ``x-kafka-client-id`` as the one byte 0xff, sent as is: not UTF-8, aiohttp reads
+    it as the lone surrogate "\\udcff"."""
+    return {**{k.encode(): v.encode() for k, v in (headers or {}).items()}, b"x-kafka-client-id": b"\xff"}
+
+
+NAMED = "x-kafka-client-id is not valid text: invalid UTF-8 (byte 0xff) at character 0"
+
+
+async def test_F3_a_header_that_is_not_utf8_is_refused_400_naming_it_and_a_batch_mate_lands(
+    tmp_path: Path,
+) -> None:
+    """Against the real Delta exporter, with a default client-id quota (client ids become metric
+    labels, F20): the poisoned requests are refused at the edge, the well-behaved export sent with
+    them lands, and the sink stays ready with its ``/metrics`` readable."""
+    clock = FakeClock()
+    exporter = DeltaLandingExporter(str(tmp_path / "telemetry_pushes"), max_batch_latency_ms=20)
+    await exporter.start()
+    pipeline = kafka_pipeline(clock, exporter)
+    pipeline.quotas.alter(ClientQuotaEntity(None, DEFAULT), "producer_byte_rate", 10**9)
+    metrics = metrics_exposition(pipeline.manager, pipeline.quotas, pipeline.request_metrics, clock.now_ms)
+    server = TestServer(create_http_app(pipeline, ready=exporter.health, metrics=metrics), host="127.0.0.1")
+    await server.start_server(**SERVER_OPTIONS)
+    try:
+        async with httpx.AsyncClient(base_url=str(server.make_url(""))) as client:
+            polite, otlp, otlp_json, push, get = await asyncio.gather(
+                client.post(
+                    OTLP_METRICS_PATH,
+                    content=resource_payload(),
+                    headers={**PROTOBUF, "x-kafka-client-id": "polite"},
+                ),
+                client.post(  # a fixed instance id: no uuid5 derivation to trip over the surrogate
+                    OTLP_METRICS_PATH,
+                    content=resource_payload(),
+                    headers=_poisoned({**PROTOBUF, INSTANCE_ID_HEADER: FIVE}),
+                ),
+                client.post(
+                    OTLP_METRICS_PATH, content=b"{}", headers=_poisoned({"Content-Type": "application/json"})
+                ),
+                client.post(
+                    PUSH_PATH, json={"client_instance_id": FIVE, "metrics": "eA=="}, headers=_poisoned()
+                ),
+                client.post(GET_PATH, json={}, headers=_poisoned()),
+            )
+            assert polite.status_code == 200
+            assert (otlp.status_code, Status.FromString(otlp.content)) == (400, Status(code=3, message=NAMED))
+            assert (otlp_json.status_code, otlp_json.json()) == (400, {"code": 3, "message": NAMED})
+            for kip714 in (push, get):
+                assert kip714.status_code == 400
+                assert kip714.json() == {"error_code": 42, "error": "INVALID_REQUEST", "message": NAMED}
+            assert "Retry-After" not in otlp.headers  # not retryable: the client would send it again
+            assert (await client.get("/readyz")).status_code == 200
+            exposition = await client.get("/metrics")
+            assert exposition.status_code == 200
+            assert 'client_id="polite"' in exposition.text
+    finally:
+        await server.close()
+        await exporter.shutdown()
+    assert exporter.health().healthy
+    rows = DeltaTable(exporter.table_uri).to_pyarrow_table().to_pylist()
+    assert [row["client_id"] for row in rows] == ["polite"]
+
+
+@pytest.mark.parametrize(
+    ("header", "limit"),
+    [
+        ("x-kafka-client-id", DEFAULT_LIMITS.max_client_id_chars),
+        ("x-kafka-client-software-name", DEFAULT_LIMITS.max_software_chars),
+        ("x-kafka-client-software-version", DEFAULT_LIMITS.max_software_chars),
+    ],
+)
+async def test_F4_client_text_over_its_limit_is_refused_400_naming_it(
+    served: Served, header: str, limit: int
+) -> None:
+    long = {header: "x" * (limit + 1)}
+    message = f"{header} is {limit + 1} characters long, over the limit of {limit}"
+    got = await served.client.post(GET_PATH, json={}, headers=long)
+    assert (got.status_code, got.json()["error"], got.json()["message"]) == (400, "INVALID_REQUEST", message)
+    otlp = await served.client.post(
+        OTLP_METRICS_PATH, content=resource_payload(), headers={**PROTOBUF, **long}
+    )
+    assert (otlp.status_code, Status.FromString(otlp.content).message) == (400, message)
+    at_limit = {header: "x" * limit}
+    assert (await served.client.post(GET_PATH, json={}, headers=at_limit)).json()["error"] == "NONE"
+    assert served.exporter.pushes == []

@@ -11,13 +11,15 @@ from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporters import Health, InMemoryExporter
+from ingest.admission import Admission
 from ingest.connections import register_http_listener
 from ingest.http_app import GET_PATH, OTLP_METRICS_PATH, PUSH_PATH, create_http_app
-from ingest.metrics import metrics_exposition
+from ingest.limits import RequestLimits
+from ingest.metrics import OVERFLOW_TAGS, RequestMetrics, metrics_exposition
 from ingest.proto import client_telemetry_pb2 as pb
-from ingest.quotas import ClientQuotaEntity
+from ingest.quotas import DEFAULT, ClientQuotaEntity
 from ingest.security import Authenticator
-from subscriptions import Errors
+from subscriptions import ClientContext, Errors
 from tests.support.clock import FakeClock
 from tests.support.otlp import metrics_data, resource_payload
 from tests.support.pipeline import kafka_pipeline
@@ -169,3 +171,61 @@ async def test_a_quota_metric_tagged_two_ways_is_one_family_with_both_labels() -
         ("", "10.0.0.1"),
         ("HTTP", ""),
     ]
+
+
+def _client_tags(client: ClientContext) -> dict[str, str]:
+    return {"client-id": client.client_id or ""}
+
+
+def test_F13_entity_counters_are_capped_and_further_entities_count_as_one_overflow_entity() -> None:
+    metrics = RequestMetrics(Admission(10, 1000), _client_tags, max_entities=2)
+    for client_id in ("a", "b", "c", "d", "a", "c"):
+        metrics.count_for_entity(ClientContext(client_id), "PushTelemetry", 0)
+    metrics.count_for_entity(ClientContext("e"), "Export", 87)
+    samples = {(s.tags, s.metric): s.value for s in metrics.drain_entity_counts()}
+    assert samples == {
+        ((("client-id", "a"),), "PushTelemetry/0"): 2,
+        ((("client-id", "b"),), "PushTelemetry/0"): 1,
+        (OVERFLOW_TAGS, "PushTelemetry/0"): 3,  # c, d and c again
+        (OVERFLOW_TAGS, "Export/87"): 1,
+    }
+    families = {f.name: f for f in metrics.collect()}
+    assert families["telemetry_sink_entity_counters_overflowed"].samples[0].value == 4
+    metrics.count_for_entity(ClientContext("c"), "PushTelemetry", 0)  # a new snapshot period: room again
+    assert [s.tags for s in metrics.drain_entity_counts()] == [(("client-id", "c"),)]
+
+
+async def test_F13_F21_the_bookkeeping_bounds_are_on_the_scrape() -> None:
+    """limits.max_entity_counters and limits.max_held_clients, as a real server applies them: answers
+    to a third client id count as the overflow entity, a second throttled client is not held."""
+    clock = FakeClock()
+    limits = RequestLimits(max_entity_counters=2, max_held_clients=1)
+    pipeline = kafka_pipeline(clock, InMemoryExporter(), limits=limits)
+    pipeline.quotas.alter(ClientQuotaEntity(None, DEFAULT), "producer_byte_rate", 1)  # everyone throttled
+    app = create_http_app(
+        pipeline,
+        ready=lambda: Health(True),
+        metrics=metrics_exposition(pipeline.manager, pipeline.quotas, pipeline.request_metrics, clock.now_ms),
+    )
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with httpx.AsyncClient(base_url=str(server.make_url(""))) as client:
+            for client_id in ("a", "b", "c"):  # each export is over the quota: throttled
+                export = await client.post(
+                    OTLP_METRICS_PATH,
+                    content=metrics_data(points=20),
+                    headers={"Content-Type": "application/x-protobuf", "x-kafka-client-id": client_id},
+                )
+                assert export.status_code == 200
+            scrape = await client.get("/metrics")
+    finally:
+        await server.close()
+    samples = {
+        s.name: s.value for family in text_string_to_metric_families(scrape.text) for s in family.samples
+    }
+    assert samples["telemetry_sink_entity_counters_overflowed_total"] == 1
+    assert samples["telemetry_sink_held_clients"] == 1
+    assert samples["telemetry_sink_holds_refused_total"] == 2
+    entities = {s.tags for s in pipeline.request_metrics.drain_entity_counts()}
+    assert entities == {(("client-id", "a"), ("user", "")), (("client-id", "b"), ("user", "")), OVERFLOW_TAGS}

@@ -122,3 +122,15 @@ async def test_PD_12_a_storage_failure_is_unavailable_with_retry_info(served: Se
     assert status is grpc.StatusCode.UNAVAILABLE
     retry = RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
     assert retry.retry_delay.ToMilliseconds() == EXPORTER_RETRY_MS
+
+
+async def test_F2_a_parse_bomb_is_resource_exhausted_without_retry_info_and_others_carry_on(
+    served: Served,
+) -> None:
+    bomb = b"\x0a\x00" * (1 << 20)  # a million empty ResourceMetrics in 2 MiB
+    status, trailers = await served.export(bomb)
+    assert status is grpc.StatusCode.RESOURCE_EXHAUSTED  # permanent for OTLP clients: no RetryInfo
+    assert "google.rpc.retryinfo-bin" not in trailers
+    assert "grpc-status-details-bin" not in trailers
+    assert served.exporter.pushes == []
+    assert (await served.export(resource_payload()))[0] is grpc.StatusCode.OK

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,3 +144,52 @@ def test_the_message_lists_the_commonest_problems_and_counts_the_rest() -> None:
     )
     assert listed[1:5] == [f"metric 'm{i}' has no data" for i in range(4)]
     assert listed[5] == "and 2 more kinds of problem"
+
+
+def _work(metrics: int, points: int) -> dict[str, int]:
+    """What filtering costs, counted in a child process (``tests.ingest.otlp_points_work``)."""
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.ingest.otlp_points_work", str(metrics), str(points)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    work: dict[str, int] = json.loads(child.stdout)
+    return work
+
+
+@pytest.mark.parametrize(
+    "sizes", [((4, 2_000), (4, 4_000)), ((1_000, 2), (2_000, 2))], ids=["points", "metrics"]
+)
+def test_F1_filtering_alternating_valid_and_invalid_entries_costs_linear_work(
+    sizes: tuple[tuple[int, int], tuple[int, int]],
+) -> None:
+    """Twice the points (or metrics), every other one refused: twice the work, not four times as
+    the element-by-element deletion did; every point checked exactly once, and the right ones kept."""
+    small, large = (_work(metrics, points) for metrics, points in sizes)
+    for work, (metrics, points) in zip((small, large), sizes, strict=True):
+        total = metrics * points
+        assert work["checks"] == total // 2  # the points of the nameless metrics are refused unchecked
+        assert work["kept"] == total // 4
+        assert work["rejected"] == total - total // 4
+        assert work["moves"] == 0
+        assert work["copies"] <= total
+    assert 1.9 <= large["copies"] / small["copies"] <= 2.1
+
+
+def test_the_problems_kept_are_bounded_whatever_the_points_refused() -> None:
+    """Each histogram point below has its own problem text: at most 100 kinds are kept and counted,
+    and the message says that there were more."""
+    bad = [histogram([1] * n, [], n) for n in range(2, 302)]
+    metric = Metric(name="h", histogram=Histogram(data_points=bad, aggregation_temporality=CUMULATIVE))
+    rejected = drop_invalid_points(scoped(metric, good_gauge()))
+    assert rejected.points == 300
+    assert len(rejected.problems) == 100
+    assert rejected.more_kinds
+    assert rejected.problems[0] == (
+        "metric 'h': a histogram point has 2 bucket_counts for 0 explicit_bounds",
+        1,
+    )
+    assert rejected.message.endswith("; and more than 95 more kinds of problem")
+    assert rejected.message.count(";") == 5

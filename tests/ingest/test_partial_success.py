@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,6 +11,7 @@ import grpc
 import pytest
 from deltalake import DeltaTable
 from google.protobuf import json_format
+from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -116,3 +118,16 @@ async def test_kip714_pushes_stay_all_or_nothing() -> None:
         )
         assert pushed.error_code == Errors.NONE
     assert exporter.pushes[0].payload == partly_invalid_payload()  # landed as the client sent it
+
+
+async def test_F2_a_gzip_parse_bomb_over_http_is_413_without_retry_after() -> None:
+    exporter = InMemoryExporter()
+    bomb = gzip.compress(b"\x0a\x00" * (10 << 20))  # 20 MiB of empty ResourceMetrics in ~20 KB
+    async with serve_both(kafka_pipeline(FakeClock(), exporter)) as endpoints:
+        response = await endpoints.http.post(
+            OTLP_METRICS_PATH, content=bomb, headers={**PROTOBUF, "Content-Encoding": "gzip"}
+        )
+    assert response.status_code == 413
+    assert "Retry-After" not in response.headers
+    assert "limits.max_resource_metrics" in Status.FromString(response.content).message
+    assert exporter.pushes == []

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import gzip
+import threading
 from pathlib import Path
 from uuid import UUID
 
+import pytest
 import zstandard
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters import ExportResult, InMemoryExporter, TelemetryPush
+from ingest import pipeline as pipeline_module
 from ingest.codec import decode_payload
-from ingest.pipeline import TelemetryPipeline
+from ingest.limits import RequestLimits
+from ingest.otlp_scan import Structure, scan_metrics
+from ingest.pipeline import INLINE_DECODE_BYTES, TelemetryPipeline
 from ingest.quotas import ClientQuotaEntity, QuotaConfig, create_quota_managers
 from subscriptions import (
     ClientContext,
@@ -152,3 +158,33 @@ async def test_TEL_17_a_too_early_push_keeps_the_cores_answer() -> None:
     await h.get()
     assert (await h.push(metrics_data()))[0] == Errors.NONE
     assert await h.push(metrics_data(), after_ms=400) == (Errors.THROTTLING_QUOTA_EXCEEDED, 600)
+
+
+async def test_F2_a_zstd_parse_bomb_under_the_cap_is_too_large_by_its_structure() -> None:
+    h = Harness()
+    await h.get()
+    bomb = b"\x0a\x00" * (h.pipeline.max_decompressed_bytes // 2)  # 10M empty ResourceMetrics
+    assert (await h.push(zstandard.ZstdCompressor().compress(bomb), 4))[0] == Errors.TELEMETRY_TOO_LARGE
+    assert await h.push(metrics_data(), 0) == (Errors.NONE, 0)  # the client carries on
+    assert len(h.exporter.pushes) == 1
+
+
+async def test_small_payloads_are_decoded_on_the_loop_and_large_ones_in_a_decoder_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    threads: list[str] = []
+
+    def spied(payload: bytes, limits: RequestLimits) -> Structure:
+        threads.append(threading.current_thread().name)
+        return scan_metrics(payload, limits)
+
+    monkeypatch.setattr(pipeline_module, "scan_metrics", spied)
+    h = Harness()
+    await h.get()
+    captured = (FIXTURES / "librdkafka-consumer-push001-zstd.bin").read_bytes()
+    assert await h.push(captured, 4) == (Errors.NONE, 0)
+    large = MetricsData.FromString(metrics_data())
+    large.resource_metrics[0].schema_url = "x" * INLINE_DECODE_BYTES
+    assert await h.push(large.SerializeToString(), 0) == (Errors.NONE, 0)
+    assert threads[0] == threading.current_thread().name  # inline: the loop's thread
+    assert threads[-1].startswith("payload-decode")

@@ -1,8 +1,9 @@
 """``telemetry-sink serve`` as a real process: both ports, a librdkafka push and an OTLP SDK push
-landing in Delta, SIGTERM."""
+landing in Delta, SIGTERM; and the open-file limit it raises at start (F9)."""
 
 from __future__ import annotations
 
+import resource
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -73,3 +74,20 @@ def test_serve_rejects_a_bad_config_with_exit_2_and_says_why(tmp_path: Path) -> 
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "server.grpc_port must be a port number" in done.stderr
+
+
+def test_F9_serve_raises_the_soft_open_file_limit_to_the_hard_one(tmp_path: Path) -> None:
+    """Started with a soft limit of 512, the sink runs with the hard one: its sockets up to the
+    connection limits must not leave its own files (Delta commits) failing with EMFILE."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= 512:
+        pytest.skip("needs a finite hard open-file limit above 512")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard))  # what the sink inherits
+    try:
+        with running_sink(tmp_path, tmp_path / "data", extra=SUBSCRIPTION) as sink:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            limits = Path(f"/proc/{sink.process.pid}/limits").read_text()  # serving: raised already
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    open_files = next(line for line in limits.splitlines() if line.startswith("Max open files"))
+    assert open_files.split()[3:5] == [str(hard), str(hard)]

@@ -12,9 +12,9 @@ import pytest
 from deltalake import DeltaTable
 
 import exporters.delta.schema as schema_module
-from exporters import TELEMETRY_PUSHES_SCHEMA, DeltaLandingExporter, ExportResult
+from exporters import TELEMETRY_PUSHES_SCHEMA, DeltaLandingExporter, ExportResult, TelemetryPush
 from exporters.delta.appender import AppendError, DeltaAppender
-from exporters.delta.schema import PARTITION_BY, pushes_to_table
+from exporters.delta.schema import PARTITION_BY, pushes_to_table, with_batch_seq
 from tests.support.clock import T0
 from tests.support.otlp import push
 
@@ -30,6 +30,22 @@ async def _exporter(tmp_path: Path, **options: object) -> DeltaLandingExporter:
     exporter = DeltaLandingExporter(str(tmp_path / "telemetry_pushes"), **options)  # type: ignore[arg-type]
     await exporter.start()
     return exporter
+
+
+def _poisoned(n: int, field: str, value: object) -> TelemetryPush:
+    """A push whose context holds ``value``, which ``PushContext`` refuses: set past its validation,
+    as a transport that forgot to check its client text would leave it (F3)."""
+    poisoned = push(n)
+    object.__setattr__(poisoned.context, field, value)
+    return poisoned
+
+
+async def _flushed(exporter: DeltaLandingExporter, pushes: list[TelemetryPush]) -> list[ExportResult]:
+    """Export ``pushes`` (queued in order, batched by the exporter's bounds) and commit them now."""
+    tasks = [asyncio.create_task(exporter.export(p)) for p in pushes]
+    await asyncio.sleep(0)
+    await exporter.force_flush()
+    return [await t for t in tasks]
 
 
 async def test_pushes_land_row_by_row_with_their_whole_context(tmp_path: Path) -> None:
@@ -95,11 +111,35 @@ async def test_a_batch_that_fills_up_is_committed_without_waiting_for_its_latenc
 
 
 async def test_group_commit_is_bounded_by_bytes(tmp_path: Path) -> None:
-    exporter = await _exporter(tmp_path, max_batch_bytes=3000, max_batch_latency_ms=60_000)
-    results = await asyncio.gather(*(exporter.export(push(n, payload=b"x" * 1000)) for n in range(9)))
+    pushes = [push(n, payload=b"x" * 1000) for n in range(9)]
+    assert {p.size for p in pushes} == {pushes[0].size}
+    exporter = await _exporter(tmp_path, max_batch_bytes=3 * pushes[0].size, max_batch_latency_ms=60_000)
+    results = await asyncio.gather(*(exporter.export(p) for p in pushes))
     assert set(results) == {ExportResult.SUCCESS}
     assert exporter.commits == 3
     await exporter.shutdown()
+
+
+async def test_F4_context_text_counts_in_the_batch_bytes_not_only_the_payload(tmp_path: Path) -> None:
+    """Tiny payloads with a long software name each: the batch bound sees the name's bytes."""
+    pushes = [push(n, payload=b"x", client_software_name="n" * 10_000) for n in range(4)]
+    assert pushes[0].size > 10_000
+    exporter = await _exporter(tmp_path, max_batch_bytes=25_000, max_batch_latency_ms=60_000)
+    assert await _flushed(exporter, pushes) == [ExportResult.SUCCESS] * 4
+    assert exporter.commits == 2  # 2 pushes a batch; counting payload bytes alone, 1 commit
+    await exporter.shutdown()
+
+
+async def test_F4_context_text_counts_in_the_pending_bytes(tmp_path: Path) -> None:
+    long_tags = {"user": "u" * 6_000, "client-id": ""}  # a row holds them twice: tags and entity
+    exporter = await _exporter(tmp_path, max_pending_bytes=15_000, max_batch_latency_ms=60_000)
+    first = asyncio.create_task(exporter.export(push(1, payload=b"x", quota_tags=long_tags)))
+    await asyncio.sleep(0)
+    assert await exporter.export(push(2, payload=b"x", quota_tags=long_tags)) is ExportResult.RETRYABLE
+    small = asyncio.create_task(exporter.export(push(3, payload=b"x")))  # what is left still fits
+    await asyncio.sleep(0)
+    await exporter.shutdown()
+    assert (await first, await small) == (ExportResult.SUCCESS, ExportResult.SUCCESS)
 
 
 async def test_group_commit_is_bounded_by_latency(tmp_path: Path) -> None:
@@ -165,6 +205,68 @@ async def test_shutdown_flushes_and_later_exports_are_retryable(tmp_path: Path) 
     assert await exporter.export(push(2)) is ExportResult.RETRYABLE
     assert len(_rows(exporter.table_uri)) == 1
     assert exporter.health().healthy
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("client_id", "\udcff"),  # what aiohttp makes of the header byte 0xff
+        ("client_software_name", "lib\ud800"),
+        ("principal", "User:\udc80"),
+        ("quota_tags", {"user": "", "client-id": "\udcff"}),
+    ],
+)
+async def test_F3_a_push_no_row_can_hold_is_refused_alone_and_its_batch_mates_land(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    exporter = await _exporter(tmp_path, max_batch_latency_ms=60_000)
+    good = [push(0), push(1), push(3)]
+    results = await _flushed(exporter, [good[0], good[1], _poisoned(2, field, value), good[2]])
+    ok, refused = ExportResult.SUCCESS, ExportResult.PERMANENT
+    assert results == [ok, ok, refused, ok]  # the client of the bad push is told INVALID_RECORD
+    assert exporter.commits == 1  # its batch-mates landed in the same commit
+    assert exporter.health().healthy  # a data failure is no storage failure: /readyz stays 200
+    assert {r["push_id"] for r in _rows(exporter.table_uri)} == {p.context.push_id for p in good}
+    later = push(4)
+    assert await _flushed(exporter, [later]) == [ok]  # the table is intact and still written
+    assert len(_rows(exporter.table_uri)) == 4
+    await exporter.shutdown()
+
+
+async def test_a_batch_of_refused_pushes_commits_nothing_and_stays_healthy(tmp_path: Path) -> None:
+    exporter = await _exporter(tmp_path, max_batch_latency_ms=60_000)
+    bad = [_poisoned(n, "client_id", "\udcff") for n in range(2)]
+    assert await _flushed(exporter, bad) == [ExportResult.PERMANENT] * 2
+    assert (exporter.commits, exporter.health().healthy) == (0, True)
+    assert await _flushed(exporter, [push(5)]) == [ExportResult.SUCCESS]
+    assert len(_rows(exporter.table_uri)) == 1
+    await exporter.shutdown()
+
+
+async def test_a_storage_failure_is_retryable_for_the_batch_and_unhealthy_until_a_commit_succeeds(
+    tmp_path: Path,
+) -> None:
+    exporter = await _exporter(tmp_path, max_batch_latency_ms=60_000, commit_attempts=1)
+    real_write = exporter.appender._write
+
+    def no_space(data: pa.Table, version: int) -> None:  # a fault we cannot cause otherwise
+        raise OSError("no space left on device")
+
+    exporter.appender._write = no_space  # type: ignore[method-assign]
+    results = await _flushed(exporter, [push(0), _poisoned(1, "client_id", "\udcff")])
+    assert results == [ExportResult.RETRYABLE, ExportResult.PERMANENT]  # the bad push stays refused
+    assert not exporter.health().healthy
+    assert "no space left" in exporter.health().detail
+    exporter.appender._write = real_write  # type: ignore[method-assign]
+    assert await _flushed(exporter, [push(2)]) == [ExportResult.SUCCESS]
+    assert exporter.health().healthy
+    await exporter.shutdown()
+
+
+def test_rows_renumbered_for_another_commit_keep_the_schema() -> None:
+    table = with_batch_seq(pushes_to_table([push(1), push(2)], "w", 0), 7)
+    assert table.schema == TELEMETRY_PUSHES_SCHEMA
+    assert table.column("batch_seq").to_pylist() == [7, 7]
 
 
 def test_bad_batch_bounds_are_rejected() -> None:

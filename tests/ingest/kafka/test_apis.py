@@ -1,7 +1,8 @@
 """The Kafka wire listener's APIs over real loopback sockets, with requests built from kio's schemas:
 ApiVersions (incl. KIP-511's answer to an unsupported version), Metadata, DescribeCluster, the
-telemetry RPCs through the pipeline (RPC-1, RPC-2, TEL-15, TEL-16, PD-4, PD-8), and the client-quota
-RPCs through the admin path (QUO-2, QUO-12)."""
+telemetry RPCs through the pipeline (RPC-1, RPC-2, TEL-15, TEL-16, PD-4, PD-8), the client-quota
+RPCs through the admin path (QUO-2, QUO-12), and the client text of the request header and ApiVersions
+checked against ``limits:`` (F4)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import f64, i8
 
 from ingest.kafka import SUPPORTED_VERSIONS, ListenerLimits, NodeInfo
+from ingest.limits import DEFAULT_LIMITS
 from ingest.quotas import ClientQuotaEntity
 from tests.support.certificates import self_signed
 from tests.support.clock import SteppedClock, eventually
@@ -86,6 +88,25 @@ async def test_api_versions_v3_refuses_software_names_kafka_refuses(tmp_path: Pa
         answer = await client.request(ApiVersionsV3(client_software_name="-bad", client_software_version="1"))
         assert answer.error_code == ErrorCode.invalid_request
         assert answer.api_keys == ()
+
+
+@pytest.mark.parametrize(("name", "version"), [("n" * 129, "1"), ("librdkafka", "1" * 129)])
+async def test_F4_api_versions_v3_refuses_software_over_its_limit_as_kafka_refuses_a_bad_name(
+    tmp_path: Path, name: str, version: str
+) -> None:
+    assert DEFAULT_LIMITS.max_software_chars == 128
+    async with serving_kafka(tmp_path) as served:
+        client = await served.connect()
+        answer = await client.request(
+            ApiVersionsV3(client_software_name=name, client_software_version=version)
+        )
+        assert (answer.error_code, answer.api_keys) == (ErrorCode.invalid_request, ())
+        at_limit = ApiVersionsV3(client_software_name="n" * 128, client_software_version="1" * 128)
+        assert (await client.request(at_limit)).error_code == ErrorCode.none  # the connection is served
+        got = await _get(client)
+        instance = served.manager.instance(got.client_instance_id)  # type: ignore[attr-defined]
+        assert instance is not None
+        assert instance.context.client_software_name == "n" * 128
 
 
 async def test_without_api_versions_v3_the_software_is_unknown_as_in_kafka(tmp_path: Path) -> None:
@@ -242,6 +263,49 @@ async def test_QUO_14_a_quota_throttle_mutes_the_connection_until_the_throttle_e
         answer = await client.response(71, 0, correlation_id)
         assert answer.client_instance_id == instance_id  # read and answered once unmuted
         assert served.manager.stats.get_requests == gets_before + 1
+
+
+@pytest.mark.parametrize(
+    "client_id",
+    ["c" * (DEFAULT_LIMITS.max_client_id_chars + 1), "tab\there", "bell\x07", "nel\x85"],
+)
+async def test_F4_a_client_id_over_its_limit_or_not_text_is_invalid_request_in_the_answer(
+    tmp_path: Path, client_id: str
+) -> None:
+    """The request is answered (a Kafka client stops its telemetry on INVALID_REQUEST rather than
+    reconnect forever); nothing reaches the pipeline; other requests on the connection are served."""
+    async with serving_kafka(tmp_path) as served:
+        client = await served.connect()
+        got = await _get(client)
+        instance_id = got.client_instance_id  # type: ignore[attr-defined]
+        refused = await client.request(GetTelemetrySubscriptionsRequest(client_instance_id=ZERO), client_id)
+        assert refused.error_code == ErrorCode.invalid_request
+        assert refused.client_instance_id in (None, ZERO)  # kio reads the zero uuid as null
+        assert refused.requested_metrics == ()
+        served.clock.advance(1000)
+        push = push_request(instance_id, got.subscription_id, metrics_data())  # type: ignore[attr-defined]
+        assert (await client.request(push, client_id)).error_code == ErrorCode.invalid_request
+        assert served.exporter.pushes == []
+        assert served.manager.stats.get_requests == 1  # only the well-named Get reached the core
+        described = await client.request(
+            describe_v1.DescribeClientQuotasRequest(components=(), strict=False), client_id
+        )
+        assert described.error_code == ErrorCode.invalid_request
+        assert (described.error_message or "").startswith("ClientId ")
+        entry = alter_v1.EntryData(
+            entity=(alter_v1.EntityData(entity_type="user", entity_name="alice"),),
+            ops=(alter_v1.OpData(key="producer_byte_rate", value=f64(1.0), remove=False),),
+        )
+        altered = await client.request(
+            alter_v1.AlterClientQuotasRequest(entries=(entry,), validate_only=False), client_id
+        )
+        assert [e.error_code for e in altered.entries] == [ErrorCode.invalid_request]
+        assert served.quotas.produce.quota_limit("User:alice", "x") is None
+        metadata = await client.request(  # an API that does not use the client id ignores it
+            metadata_v12.MetadataRequest(topics=None, include_topic_authorized_operations=False), client_id
+        )
+        assert metadata.cluster_id == "test-cluster"
+        assert (await client.request(push)).error_code == ErrorCode.none  # its own push, well named
 
 
 # -- client quotas ---------------------------------------------------------------------------

@@ -3,7 +3,9 @@ to its correlation id or refused with ``FrameError`` (the connection closes), an
 the listener goes on serving everyone else.
 
 Frames come from hypothesis: raw bytes, headers of every implemented API and version (and the ones
-around them) with arbitrary bodies, and valid requests cut short, extended or with bytes flipped."""
+around them) with arbitrary bodies, and valid requests cut short, extended or with bytes flipped.
+The length check's work, counted in steps, stays within a constant times the frame's size however
+the frame declares its arrays (F10)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.index import load_request_schema
 from kio.schema.alter_client_quotas.v1 import request as alter_v1
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
@@ -26,10 +29,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.push_telemetry.v0.request import PushTelemetryRequest
+from kio.serial import entity_reader
 from kio.static.primitive import f64, i8, i32
 
 from ingest.kafka import SUPPORTED_VERSIONS
-from ingest.kafka.protocol import FrameError
+from ingest.kafka.protocol import FrameError, check_lengths, peek_header
 from subscriptions import ClientContext
 from tests.support.kafka import KafkaClient, KafkaServed, encode_request, serving_kafka
 from tests.support.otlp import metrics_data
@@ -175,3 +179,70 @@ async def _until_only_the_bystander_is_left(served: KafkaServed, bystander: Kafk
         await asyncio.sleep(0)
     assert served.listener.connections == 1
     assert (await bystander.request(ApiVersionsV0())).error_code == ErrorCode.none
+
+
+STEPS_PER_BYTE = 3
+"""At most this many length-check steps per byte of body (an array item, string or tagged field
+takes at least one byte, and costs at most three steps)..."""
+FIXED_STEPS = 4
+"""...plus a few that read no byte: the request entity and the field whose length is refused."""
+
+
+def _work(frame: bytes) -> tuple[int, int] | None:
+    """(steps the length check took, body bytes) for a frame of a supported API version whose
+    header kio reads; None for the others."""
+    try:
+        api_key, version, _ = peek_header(frame)
+    except FrameError:
+        return None
+    low, high = SUPPORTED_VERSIONS.get(api_key, (0, -1))
+    if not low <= version <= high:
+        return None
+    schema = load_request_schema(api_key, version)
+    try:
+        _, offset = entity_reader(schema.__header_schema__)(frame, 0)
+    except Exception:  # a header kio cannot read: refused before the check
+        return None
+    try:
+        return check_lengths(schema, frame, offset), len(frame) - offset
+    except FrameError as exc:
+        return exc.work, len(frame) - offset
+
+
+@st.composite
+def declared_arrays(draw: st.DrawFn) -> bytes:
+    """Requests made of arrays: a count (up to beyond every bound) and that many items of a few
+    bytes, or fewer than the count says."""
+    count = draw(st.integers(0, 12_000))
+    items = draw(st.integers(0, count))
+    kind = draw(st.sampled_from(["metadata v0", "metadata v12", "alter v0", "describe v1"]))
+    if kind == "metadata v0":
+        return struct.pack(">hhih", 3, 0, 1, -1) + struct.pack(">i", count) + b"\x00\x00" * items
+    if kind == "metadata v12":  # compact array of (uuid, null name, no tags)
+        return (
+            struct.pack(">hhih", 3, 12, 1, -1)
+            + b"\x00"
+            + _varint(count + 1)
+            + (bytes(16) + b"\x00\x00") * items
+        )
+    if kind == "alter v0":  # entries of no entity parts and no ops
+        return struct.pack(">hhih", 49, 0, 1, -1) + struct.pack(">i", count) + bytes(8) * items
+    return struct.pack(">hhih", 48, 1, 1, -1) + b"\x00" + _varint(count + 1) + b"\x01\x00\x00\x00" * items
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(frame=frames | declared_arrays())
+def test_F10_the_length_check_work_grows_at_most_linearly_with_the_frame(frame: bytes) -> None:
+    measured = _work(frame)
+    if measured is not None:
+        work, body_bytes = measured
+        assert work <= STEPS_PER_BYTE * body_bytes + FIXED_STEPS

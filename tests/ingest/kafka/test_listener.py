@@ -1,10 +1,12 @@
 """The Kafka listener's connection lifecycle: a client that goes away while muted is closed and its
-instances evicted at once (PD-8, QUO-14), and stopping closes idle connections at once while a
-request in flight is answered within the grace period."""
+instances evicted at once (PD-8, QUO-14), stopping closes idle connections at once while a request
+in flight is answered within the grace period, and a request larger than its API may send closes the
+connection once its api key is read, before its body (F10)."""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 from pathlib import Path
 
@@ -15,9 +17,10 @@ from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscr
 
 from exporters import ExportResult, TelemetryPush
 from exporters.in_memory import InMemoryExporter
+from ingest.kafka import ListenerLimits
 from ingest.quotas import ClientQuotaEntity
 from tests.support.clock import SteppedClock, eventually
-from tests.support.kafka import IP, KafkaClient, push_request, serving_kafka
+from tests.support.kafka import IP, KafkaClient, encode_request, push_request, serving_kafka
 from tests.support.otlp import metrics_data
 
 pytestmark = pytest.mark.integration
@@ -81,3 +84,29 @@ async def test_stopping_closes_idle_connections_and_answers_the_request_in_fligh
         await stopping
         with pytest.raises(ConnectionRefusedError):
             await asyncio.open_connection(IP, served.port)  # no longer listening
+
+
+async def test_F10_a_request_over_its_apis_size_is_refused_from_its_api_key_before_its_body(
+    tmp_path: Path,
+) -> None:
+    limits = ListenerLimits(socket_request_max_bytes=4 * 1024 * 1024, non_push_request_max_bytes=64 * 1024)
+    async with serving_kafka(tmp_path, limits=limits) as served:
+        bystander = await served.connect()
+        big_metadata = await served.connect()
+        big_metadata.send_raw(struct.pack(">ih", 64 * 1024 + 1, 3))  # the size and api key, nothing more
+        assert await big_metadata.closed_by_server()  # not waiting for the body it announced
+
+        pushing = await served.connect()
+        instance_id, subscription_id = await _subscribed(pushing)
+        push = push_request(instance_id, subscription_id, metrics_data(points=4000))
+        assert len(encode_request(push, 1)) > 64 * 1024  # only a push may be that large
+        pushed = await pushing.request(push)
+        assert pushed.error_code == ErrorCode.none
+        assert (await bystander.request(ApiVersionsRequest())).error_code == ErrorCode.none
+
+
+def test_F10_only_push_telemetry_gets_socket_request_max_bytes() -> None:
+    limits = ListenerLimits(socket_request_max_bytes=8 << 20, non_push_request_max_bytes=1 << 20)
+    assert limits.request_max_bytes(72) == 8 << 20
+    assert limits.request_max_bytes(3) == limits.request_max_bytes(None) == 1 << 20
+    assert ListenerLimits(socket_request_max_bytes=1000).request_max_bytes(3) == 1000  # never above it

@@ -16,11 +16,12 @@ from tests.support.clock import FakeClock
 E = ClientQuotaEntity
 
 
-def test_QUO_1_defaults_are_kafkas() -> None:
+def test_QUO_1_defaults_are_kafkas_but_connections_per_ip_are_bounded() -> None:
     config = QuotaConfig.default()
     assert (config.num_quota_samples, config.quota_window_size_seconds) == (11, 1)
     assert (config.num_controller_quota_samples, config.controller_quota_window_size_seconds) == (11, 1)
-    assert config.max_connections == config.max_connections_per_ip == 2**31 - 1
+    assert config.max_connections == 2**31 - 1
+    assert config.max_connections_per_ip == 1000  # Kafka has none; one address cannot take every socket
     assert config.client_quota_callback_class is None
     assert config.validate() == []
 

@@ -6,14 +6,17 @@ from __future__ import annotations
 import base64
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import (
     AnyValue,
     ArrayValue,
@@ -44,11 +47,16 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from exporters.delta.schema import TELEMETRY_PUSHES_SCHEMA
 from ingest.codec import decompress
+from ingest.limits import DEFAULT_LIMITS
 from spark_jobs.tables import METRIC_POINTS_SCHEMA
+from spark_jobs.transforms import decode as decode_module
 from spark_jobs.transforms.decode import (
     BRONZE_COLUMNS,
     DECODED_SCHEMA,
+    MAX_BATCH_BYTES,
     MAX_BATCH_ROWS,
+    PUSH_BOUNDS,
+    PushBounds,
     attributes_key,
     decode_batches,
 )
@@ -598,12 +606,15 @@ def test_empty_batch_yields_nothing() -> None:
     assert decode([]) == []
 
 
-def test_batches_over_the_cap_are_split_and_a_push_is_never_split_across_decode_rounds() -> None:
+def test_a_round_ends_before_a_push_that_would_take_it_over_the_cap_and_pushes_are_never_split() -> None:
     three_points = push(gauge("g", *[NumberDataPoint(time_unix_nano=TIME, as_int=i) for i in range(3)]))
     out = decode([bronze([three_points] * 9), bronze([three_points, b"bad", b"bad"])], max_rows=5)
-    # a batch is cut once a whole push takes it to the cap, then sliced to the cap
-    assert [b.num_rows for b in out] == [5, 1, 5, 1, 5, 1, 5, 1, 3, 3, 2]
+    # 3 + 3 > 5: every push is a round of its own, and no batch goes over the cap
+    assert [b.num_rows for b in out] == [3] * 10 + [2]
     table = pa.Table.from_batches(out)
+    assert [b.column("push_id").unique().to_pylist() for b in out[:10]] == [
+        [f"push-{i}"] for i in range(9)
+    ] + [["push-0"]]
     first = Counter({f"push-{i}": 3 for i in range(9)})
     second = Counter({"push-0": 3, "push-1": 1, "push-2": 1})
     assert Counter(table.column("push_id").to_pylist()) == first + second
@@ -645,3 +656,318 @@ def test_librdkafka_captures_decode_into_as_many_org_apache_kafka_points_as_they
     )
     assert all(r["value"] is not None and r["time"] is not None for r in decoded)
     assert {r["attributes_key"] for r in decoded} >= {"{}", '{"node.id":"1"}'}
+
+
+# Per-push bounds (F14): one push can never fail a decode run, and what it costs is bounded.
+
+
+def wire(number: int, content: bytes) -> bytes:
+    """One length-delimited protobuf field, any length."""
+    return _varint(number << 3 | 2) + _varint(len(content)) + content
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+WIRE_POINT = wire(1, b"\x19" + TIME.to_bytes(8, "little"))
+"""``data_points`` holding a ``NumberDataPoint`` with only ``time_unix_nano`` set: 11 bytes."""
+
+
+def gauge_of(points: int) -> bytes:
+    """A push of one gauge ``g`` with ``points`` points, written straight on the wire (fast to build)."""
+    return wire(1, wire(2, wire(2, wire(1, b"g") + wire(5, WIRE_POINT * points))))
+
+
+def with_column(batch: pa.RecordBatch, name: str, values: list[Any]) -> pa.RecordBatch:
+    index = batch.schema.get_field_index(name)
+    return batch.set_column(
+        index, batch.schema.field(index), pa.array(values, batch.schema.field(index).type)
+    )
+
+
+def per_push(batches: list[pa.RecordBatch]) -> tuple[Counter[str], dict[str, str]]:
+    """Point rows per push id, and the quarantine reason per push id."""
+    table = pa.Table.from_batches(batches, DECODED_SCHEMA)
+    decoded = table.select(["push_id", "quarantine_reason"]).to_pylist()
+    points_of = Counter(r["push_id"] for r in decoded if r["quarantine_reason"] is None)
+    return points_of, quarantined(decoded)
+
+
+def test_default_bounds_are_above_what_the_sink_accepts() -> None:
+    assert (
+        PUSH_BOUNDS.max_payload_bytes,
+        PUSH_BOUNDS.max_text_bytes,
+        PUSH_BOUNDS.max_data_points,
+        PUSH_BOUNDS.max_metric_fields,
+        PUSH_BOUNDS.max_repeated_bytes,
+    ) == (64 << 20, 64 << 10, 200_000, 1_000_000, 1 << 30)
+    assert PUSH_BOUNDS.max_data_points > DEFAULT_LIMITS.max_data_points
+    assert PUSH_BOUNDS.max_text_bytes > 4 * DEFAULT_LIMITS.max_client_id_chars
+    assert (MAX_BATCH_ROWS, MAX_BATCH_BYTES) == (65_536, 64 << 20)
+
+
+def test_payload_over_max_payload_bytes_is_quarantined_unparsed_and_its_batch_mates_decode() -> None:
+    limit = PUSH_BOUNDS.max_payload_bytes
+    good = push(gauge("g"))
+    points_of, reasons = per_push(decode([bronze([good, b"\xff" * (limit + 1), b"\xff" * limit, good])]))
+    assert reasons["push-1"] == f"payload of {limit + 1} bytes over the max_payload_bytes bound ({limit})"
+    assert reasons["push-2"].startswith("not OTLP MetricsData: ")  # at the bound: parsed (and refused)
+    assert points_of == {"push-0": 1, "push-3": 1}
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        "push_id",
+        "client_instance_id",
+        "principal",
+        "client_id",
+        "client_software_name",
+        "client_software_version",
+        "quota_entity",
+    ],
+)
+def test_push_text_over_max_text_bytes_is_quarantined_and_at_the_bound_decodes(column: str) -> None:
+    limit = PUSH_BOUNDS.max_text_bytes
+    batch = bronze([push(gauge("g"))] * 3)
+    texts = batch.column(column).to_pylist()
+    texts[1], texts[2] = "é" * (limit // 2) + "x", "é" * (limit // 2)  # UTF-8 bytes, not characters
+    out = decode([with_column(batch, column, texts)])
+    table = pa.Table.from_batches(out, DECODED_SCHEMA)
+    reasons = [r for r in table.column("quarantine_reason").to_pylist() if r is not None]
+    assert reasons == [f"{column} of {limit + 1} bytes over the max_text_bytes bound ({limit})"]
+    assert table.num_rows == 3
+    assert table.filter(pc.is_null(table.column("quarantine_reason"))).column(column).to_pylist() == [
+        texts[0],
+        texts[2],
+    ]
+
+
+def test_push_over_max_data_points_is_quarantined_and_a_push_at_the_bound_decodes_whole() -> None:
+    limit = PUSH_BOUNDS.max_data_points
+    good = push(gauge("g"))
+    points_of, reasons = per_push(decode([bronze([good, gauge_of(limit + 1), gauge_of(limit), good])]))
+    assert reasons == {"push-1": f"at least {limit + 1} data points over the max_data_points bound ({limit})"}
+    assert points_of == {"push-0": 1, "push-2": limit, "push-3": 1}
+
+
+def test_millions_of_empty_points_are_counted_on_the_wire_and_refused_without_parsing() -> None:
+    """64 MiB of two-byte points would take upb gigabytes to parse; the wire count stops at the bound."""
+    payload = wire(1, wire(2, wire(2, wire(5, b"\x0a\x00" * ((32 << 20) - 16)))))
+    assert len(payload) <= PUSH_BOUNDS.max_payload_bytes
+    points_of, reasons = per_push(decode([bronze([payload, push(gauge("g"))])]))
+    assert reasons == {"push-0": "at least 200001 data points over the max_data_points bound (200000)"}
+    assert points_of == {"push-1": 1}
+
+
+def test_push_over_max_metric_fields_is_quarantined_and_one_at_the_bound_decodes() -> None:
+    limit = PUSH_BOUNDS.max_metric_fields
+
+    def empty_metrics(fields: int) -> bytes:  # resource_metrics and scope_metrics count as one each
+        return wire(1, wire(2, b"\x12\x00" * (fields - 2)))
+
+    good = push(gauge("g"))
+    points_of, reasons = per_push(decode([bronze([empty_metrics(limit + 1), empty_metrics(limit), good])]))
+    over = f"at least {limit + 1} fields around the data points"
+    assert reasons == {"push-0": f"{over} over the max_metric_fields bound ({limit})"}
+    assert points_of == {"push-2": 1}  # push-1 decodes to no point at all
+
+
+def text_bytes(batch: pa.RecordBatch, row: int) -> int:
+    names = [n for n in BRONZE_COLUMNS if n not in ("received_at", "payload")]
+    return sum(len(str(batch.column(n)[row]).encode()) for n in names)
+
+
+def test_many_points_with_a_large_client_id_are_quarantined_before_being_expanded() -> None:
+    """F14's poison push: 100,000 points each repeating a 60 KB client id would be 6 GB of rows."""
+    batch = bronze([push(gauge("g")), gauge_of(100_000), push(gauge("h"))])
+    batch = with_column(batch, "client_id", ["a", "x" * 60_000, "b"])
+    repeated = 100_000 * (text_bytes(batch, 1) + len("g") + len("gauge"))
+    points_of, reasons = per_push(decode([batch]))
+    over = f"{repeated} bytes of text repeated into its rows"
+    assert reasons == {"push-1": f"{over} over the max_repeated_bytes bound (1073741824)"}
+    assert points_of == {"push-0": 1, "push-2": 1}
+
+
+def test_max_repeated_bytes_counts_push_resource_scope_and_metric_text_per_point() -> None:
+    payload = push(
+        Metric(
+            name="m",
+            unit="ms",
+            description="d",
+            gauge=Gauge(data_points=[NumberDataPoint(time_unix_nano=TIME)] * 10),
+        ),
+        resource=[kv("rack", string_value="r1")],
+    )
+    batch = bronze([payload, payload])
+    per_row = (
+        text_bytes(batch, 0)
+        + len(kv("rack", string_value="r1").SerializeToString())
+        + len("mmsdgaugeproducer-1#producer-12.16.0")
+    )
+    assert text_bytes(batch, 1) == text_bytes(batch, 0)
+    at_bound = PushBounds(max_repeated_bytes=10 * per_row)
+    points_of, reasons = per_push(list(decode_batches([batch], bounds=at_bound)))
+    assert (points_of, reasons) == ({"push-0": 10, "push-1": 10}, {})
+    under = PushBounds(max_repeated_bytes=10 * per_row - 1)
+    points_of, reasons = per_push(list(decode_batches([batch], bounds=under)))
+    assert points_of == {}
+    over = f"{10 * per_row} bytes of text repeated into its rows"
+    assert set(reasons.values()) == {f"{over} over the max_repeated_bytes bound ({10 * per_row - 1})"}
+
+
+def test_output_batches_are_cut_by_bytes_so_repeated_text_is_copied_one_batch_at_a_time() -> None:
+    """1,000 points repeating a 60 KB client id (60 MB of rows, under the push bound) come out in
+    batches of about ``max_bytes``: never more than that plus one row is copied at once."""
+    batch = with_column(bronze([gauge_of(1_000), push(gauge("g"))]), "client_id", ["x" * 60_000, "c"])
+    max_bytes = 4 << 20
+    out = list(decode_batches([batch], max_bytes=max_bytes))
+    assert len(out) == 15  # 1,000 rows of about 60 KB in 4 MiB batches (push-1's row in the last)
+    assert all(b.column("client_id").nbytes <= max_bytes + 60_000 for b in out)
+    assert per_push(out) == ({"push-0": 1_000, "push-1": 1}, {})
+
+
+def test_a_round_ends_before_a_push_that_would_take_it_over_max_bytes_of_payload() -> None:
+    padded = push(gauge("g")) + wire(15, bytes(100_000))  # an unknown field: parsed, then ignored
+    out = list(decode_batches([bronze([padded] * 5)], max_bytes=2 * len(padded)))
+    assert [b.column("push_id").to_pylist() for b in out] == [
+        ["push-0", "push-1"],
+        ["push-2", "push-3"],
+        ["push-4"],
+    ]
+
+
+def test_any_exception_decoding_a_push_quarantines_that_push_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault the tests cannot cause for real (a RecursionError, a MemoryError) in a point decoder."""
+
+    def fail(points: list[Any]) -> dict[str, list[Any]]:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setitem(decode_module._GROUP_DECODERS, "summary", fail)
+    summary = Metric(name="s", summary=Summary(data_points=[SummaryDataPoint(time_unix_nano=TIME)]))
+    points_of, reasons = per_push(decode([bronze([push(gauge("g")), push(summary), push(gauge("h"))])]))
+    assert reasons == {"push-1": "decode failed: RecursionError: maximum recursion depth exceeded"}
+    assert points_of == {"push-0": 1, "push-2": 1}
+
+
+def test_a_round_that_cannot_be_built_is_decoded_push_by_push(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure only when the round's Arrow columns are built: the pushes are retried one by one, and
+    only the one that fails alone is quarantined."""
+    real = decode_module.attributes_key
+
+    def fail_on_poison(attrs: Mapping[str, str]) -> str:
+        if "poison" in attrs:
+            raise MemoryError
+        return real(attrs)
+
+    monkeypatch.setattr(decode_module, "attributes_key", fail_on_poison)
+    poison = push(gauge("p", NumberDataPoint(time_unix_nano=TIME, attributes=[kv("poison", int_value=1)])))
+    points_of, reasons = per_push(decode([bronze([push(gauge("g")), poison, push(gauge("h"))])]))
+    assert reasons == {"push-1": "decode failed: MemoryError"}
+    assert points_of == {"push-0": 1, "push-2": 1}
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (gauge_of(40_000)[:-1], "not OTLP MetricsData: truncated"),
+        (gauge_of(40_000) + b"\x0b", "not OTLP MetricsData: wire type 3"),
+        (gauge_of(40_000) + b"\x80" * 11, "not OTLP MetricsData: truncated or overlong varint"),
+    ],
+    ids=["truncated", "group", "overlong varint"],
+)
+def test_a_big_payload_the_wire_count_cannot_read_is_quarantined_as_not_otlp(
+    payload: bytes, reason: str
+) -> None:
+    assert len(payload) > 2 * PUSH_BOUNDS.max_data_points  # big enough to be counted first
+    points_of, reasons = per_push(decode([bronze([payload, push(gauge("g"))])]))
+    assert reasons == {"push-0": reason}
+    assert points_of == {"push-1": 1}
+
+
+UNKNOWN = (
+    bytes([20 << 3 | 0, 1, 0x85, 0x01])
+    + bytes([21 << 3 | 1, 1])
+    + bytes(8)
+    + bytes([22 << 3 | 5, 1])
+    + bytes(4)
+)
+"""Unknown fields of the other wire types (varint, fixed64, fixed32): parsed, kept and ignored."""
+
+
+def _valid() -> bytes:
+    """A push with a gauge and a histogram, and unknown fields at every level the wire count walks."""
+    point = NumberDataPoint(time_unix_nano=TIME, as_int=1, attributes=[kv("topic", string_value="t")])
+    histogram_point = HistogramDataPoint(time_unix_nano=TIME, explicit_bounds=[1.0], bucket_counts=[1, 2])
+    g = wire(1, b"g") + wire(5, wire(1, point.SerializeToString()) + UNKNOWN) + UNKNOWN
+    h = wire(1, b"h") + wire(9, wire(1, histogram_point.SerializeToString()) + UNKNOWN)
+    scope = wire(2, g) + wire(2, h) + UNKNOWN
+    resource = wire(1, Resource(attributes=[kv("rack", string_value="r1")]).SerializeToString())
+    return wire(1, resource + wire(2, scope) + UNKNOWN) + UNKNOWN
+
+
+VALID = _valid()
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> bytes:
+    """A valid push with a few bytes overwritten, inserted or cut."""
+    data = bytearray(VALID)
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(data) - 1))
+        action = draw(st.sampled_from(["set", "insert", "cut"]))
+        if action == "set":
+            data[at] = draw(st.integers(0, 255))
+        elif action == "insert":
+            data[at:at] = draw(st.binary(min_size=1, max_size=4))
+        else:
+            del data[at : at + draw(st.integers(1, 8))]
+    return bytes(data)
+
+
+@settings(max_examples=150)
+@given(st.lists(st.binary(max_size=64) | mutated(), min_size=1, max_size=6))
+def test_decode_never_raises_and_gives_each_bad_push_exactly_one_row(payloads: list[bytes]) -> None:
+    good = push(gauge("control"))
+    batch = bronze([*payloads, good])
+    out = decode([batch], max_rows=4)
+    table = pa.Table.from_batches(out, DECODED_SCHEMA)
+    points_of, reasons = per_push(out)
+    assert pc.sum(pc.is_valid(table.column("quarantine_reason"))).as_py() == len(reasons)  # one row each
+    assert not set(points_of) & set(reasons)  # a push is decoded whole or quarantined whole
+    assert points_of[f"push-{len(payloads)}"] == 1
+    for row, payload in enumerate(payloads):
+        push_id = f"push-{row}"
+        if push_id in points_of:  # it decoded: as many rows as it has points
+            data = MetricsData.FromString(payload)
+            assert points_of[push_id] == sum(
+                len(getattr(m, kind).data_points)
+                for r in data.resource_metrics
+                for s in r.scope_metrics
+                for m in s.metrics
+                if (kind := m.WhichOneof("data")) is not None
+            )
+
+
+@settings(max_examples=150)
+@given(st.lists(mutated(), min_size=1, max_size=4))
+def test_the_wire_count_refuses_nothing_the_parser_accepts_unless_a_bound_or_a_group(
+    payloads: list[bytes],
+) -> None:
+    """Bounds that make every payload over 4 bytes be counted on the wire first: each push ends the same
+    as without the count, unless it is over a bound or holds a protobuf group (which OTLP never uses)."""
+    counted_first = PushBounds(max_data_points=2)
+    plain = per_push(decode([bronze(payloads)]))
+    counted = per_push(list(decode_batches([bronze(payloads)], bounds=counted_first)))
+    for row in range(len(payloads)):
+        push_id = f"push-{row}"
+        reason = counted[1].get(push_id, "")
+        if "bound" in reason or "wire type 3" in reason or "wire type 4" in reason:
+            continue
+        assert (plain[0][push_id], push_id in plain[1]) == (counted[0][push_id], push_id in counted[1])

@@ -1,0 +1,85 @@
+"""OTLP JSON bodies: bounded before conversion (F2, F20), on the HTTP receiver and on their own."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+from exporters import InMemoryExporter
+from ingest.codec import InvalidPayloadError
+from ingest.http_app import OTLP_METRICS_PATH
+from ingest.limits import DEFAULT_LIMITS, RequestLimits
+from ingest.otlp_json import json_elements, otlp_json_to_protobuf
+from ingest.otlp_scan import StructureLimitError
+from tests.support.clock import FakeClock
+from tests.support.otlp import resource_payload
+from tests.support.pipeline import kafka_pipeline
+from tests.support.servers import serve_both
+
+JSON = {"Content-Type": "application/json"}
+
+
+def as_json(payload: bytes) -> bytes:
+    return json_format.MessageToJson(ExportMetricsServiceRequest.FromString(payload)).encode()
+
+
+def test_a_valid_body_converts_to_the_same_protobuf() -> None:
+    assert otlp_json_to_protobuf(as_json(resource_payload()), DEFAULT_LIMITS) == resource_payload()
+
+
+def test_F2_a_huge_array_is_refused_before_it_is_parsed() -> None:
+    bomb = b'{"resourceMetrics":[' + b"{}," * 1_000_000 + b"{}]}"
+    with pytest.raises(StructureLimitError) as refused:
+        otlp_json_to_protobuf(bomb, DEFAULT_LIMITS)
+    assert refused.value.limit == "max_json_elements"
+    assert refused.value.visited == 0  # counted at C speed, nothing parsed
+
+
+def test_json_elements_bound_every_value_and_container() -> None:
+    text = as_json(resource_payload())
+    tree = json.loads(text)
+    values, stack = 0, [tree]
+    while stack:
+        node = stack.pop()
+        values += 1
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
+        stack.extend(children)
+    assert values <= json_elements(text) + 1
+
+
+@pytest.mark.parametrize("depth", [DEFAULT_LIMITS.max_json_depth + 1, 100_000])
+def test_F20_deep_nesting_is_invalid_and_names_the_limit(depth: int) -> None:
+    value = '{"arrayValue":{"values":[' * depth + "]}}" * depth
+    body = ('{"resourceMetrics":[{"resource":{"attributes":[{"key":"k","value":' + value + "}]}}]}").encode()
+    with pytest.raises(InvalidPayloadError, match=r"limits\.max_json_depth \(64\)"):
+        otlp_json_to_protobuf(body, RequestLimits(max_json_elements=10**6))
+
+
+@pytest.mark.integration
+async def test_F2_json_bombs_are_413_and_deep_bodies_400_never_an_error_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    exporter = InMemoryExporter()
+    bomb = gzip.compress(b'{"resourceMetrics":[' + b"{}," * 3_000_000 + b"{}]}")
+    deep = b"[" * 100_000 + b"]" * 100_000
+    async with serve_both(kafka_pipeline(FakeClock(), exporter)) as endpoints:
+        with caplog.at_level(logging.INFO):
+            too_large = await endpoints.http.post(
+                OTLP_METRICS_PATH, content=bomb, headers={**JSON, "Content-Encoding": "gzip"}
+            )
+            too_deep = await endpoints.http.post(OTLP_METRICS_PATH, content=deep, headers=JSON)
+        fine = await endpoints.http.post(OTLP_METRICS_PATH, content=as_json(resource_payload()), headers=JSON)
+    assert too_large.status_code == 413
+    assert "Retry-After" not in too_large.headers
+    assert json.loads(too_large.text)["code"] == 8  # RESOURCE_EXHAUSTED
+    assert "limits.max_json_elements" in json.loads(too_large.text)["message"]
+    assert too_deep.status_code == 400
+    assert "max_json_depth" in json.loads(too_deep.text)["message"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert fine.status_code == 200
+    assert len(exporter.pushes) == 1

@@ -1,0 +1,73 @@
+"""The decode job (``spark_jobs.jobs.decode``) on a real local Spark with poison pushes in bronze (F14):
+the run succeeds and advances, the good pushes' points land in silver and each poison push lands in
+``decode_quarantine`` with the bound it went over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from exporters import TelemetryPush
+from spark_jobs.jobs.decode import DECODE_APP
+from spark_jobs.jobs.rollup import run_rollup
+from spark_jobs.lake import DeltaLake
+from spark_jobs.transforms.decode import PUSH_BOUNDS
+from tests.support.fleet import START_MS, context, kafka_pushes, land
+
+pytestmark = pytest.mark.spark
+
+_TIME_NS = START_MS * 1_000_000
+
+
+def _wire(number: int, content: bytes) -> bytes:
+    """One length-delimited protobuf field."""
+    header = bytearray([number << 3 | 2])
+    length = len(content)
+    while length >= 0x80:
+        header.append(length & 0x7F | 0x80)
+        length >>= 7
+    header.append(length)
+    return bytes(header) + content
+
+
+def _gauge_of(points: int) -> bytes:
+    """One gauge of ``points`` points that hold only their time."""
+    point = _wire(1, b"\x19" + _TIME_NS.to_bytes(8, "little"))
+    return _wire(1, _wire(2, _wire(2, _wire(1, b"g") + _wire(5, point * points))))
+
+
+def _rows(uri: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = DeltaTable(str(uri)).to_pyarrow_table().to_pylist()
+    return rows
+
+
+def test_a_run_with_poison_pushes_in_bronze_succeeds_advances_and_quarantines_them(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    good = kafka_pushes(clients=2, pushes=3)
+    too_many_points = TelemetryPush(context(7, START_MS + 1), _gauge_of(PUSH_BOUNDS.max_data_points + 1))
+    long_client_id = TelemetryPush(
+        context(8, START_MS + 2, client_id="x" * 60_000), _gauge_of(50_000)
+    )  # 3 GB of rows if each point copied its client id
+    land([*good[:3], too_many_points, long_client_id, *good[3:]], str(tmp_path))
+
+    report = run_rollup(lake, str(tmp_path))
+
+    points = _rows(tmp_path / "metric_points")
+    assert {r["push_id"] for r in points} == {p.context.push_id for p in good}
+    assert report.decode.points == len(points)
+    reasons = {r["client_id"]: r["reason"] for r in _rows(tmp_path / "decode_quarantine")}
+    assert reasons.keys() == {"client-7", "x" * 60_000}
+    assert reasons["client-7"] == "at least 200001 data points over the max_data_points bound (200000)"
+    assert "over the max_repeated_bytes bound (1073741824)" in reasons["x" * 60_000]
+    assert report.decode.quarantined == 2
+    shard = DeltaTable(str(tmp_path / "telemetry_pushes" / "r1")).version()
+    for table in ("metric_points", "decode_quarantine"):
+        assert DeltaTable(str(tmp_path / table)).transaction_version(f"{DECODE_APP}/r1") == shard
+    assert _rows(tmp_path / "rollup_client_1m")
+
+    again = run_rollup(lake, str(tmp_path))  # advanced past them: nothing decoded twice
+    assert (again.decode.points, again.decode.quarantined) == (0, 0)
