@@ -242,9 +242,10 @@ def otlp_instance_id(
         from_resource = None  # a foreign client's attribute: derive one instead of refusing the push
     if from_resource is not None:
         return from_resource
+    # the transports refused bad text already; a context built elsewhere is refused here, by name
     parts = (
-        client.principal,
-        client.client_id or "",
+        check_client_text("principal", client.principal),
+        check_client_text("client_id", client.client_id or ""),
         client.client_source_address or "",
         resource_attributes.get("service.name", ""),
         resource_attributes.get("service.instance.id", ""),

@@ -104,6 +104,22 @@ async def test_PD_12_a_zip_bomb_is_too_large_and_the_client_carries_on() -> None
     assert len(h.exporter.pushes) == 1
 
 
+async def test_F3_client_text_no_row_can_hold_refuses_that_push_alone_without_reaching_the_exporter() -> None:
+    """A transport that let a lone surrogate through (the transports check first) still cannot make
+    the exporter fail a batch: the pipeline answers that client INVALID_REQUEST on both paths."""
+    h = Harness()
+    await h.get()
+    bad = CLIENT._replace(client_id="\udcff")
+    request = PushTelemetryRequest(h.instance_id, h.subscription_id, False, 0, metrics_data())
+    h.clock.advance(1000)
+    assert (await h.pipeline.push(request, bad)).error_code == Errors.INVALID_REQUEST
+    outcome = await h.pipeline.export_otlp(metrics_data(), 0, bad)
+    assert outcome.error == Errors.INVALID_REQUEST
+    assert "client_id" in outcome.message
+    assert h.exporter.pushes == []
+    assert await h.push(metrics_data()) == (Errors.NONE, 0)  # the instance carries on
+
+
 async def test_PD_12_corrupt_or_non_otlp_payloads_are_invalid_record() -> None:
     h = Harness()
     await h.get()

@@ -1,0 +1,475 @@
+"""Benchmark: what one hostile client costs everyone else (issue 17).
+
+The push_path fleet (``benchmarks/push_path/harness.TelemetryFleet``: simulated librdkafka instances
+over gRPC pushing the captured payloads of ``tests/fixtures/librdkafka``) drives one
+``telemetry-sink serve`` (Delta exporter, default limits) in phases of the same length, in one run:
+
+- ``clean``: the fleet alone;
+- then one phase per attack: the fleet, and beside it one attacker sending that attack back to back
+  (one request at a time; the slow-client attack holds ``--slow-sockets`` sockets instead), each at
+  the largest size the sink's default limits let it send (``tests/support/attacks.py`` builds them).
+  The attacker connects from 127.0.0.2, another client address on loopback, so that per-IP
+  connection limits apply to it and not to the fleet.
+
+The fleet is open loop by default: ``--rate`` pushes/s (1,000: a third of what one sink lands on
+this machine, a fleet of 30,000 clients at the default 30 s interval), so that its latency and the
+``/healthz`` prober show what the attacker adds, not the queueing of a saturated sink;
+``--saturated`` runs it closed loop as push_path does (``--concurrency`` in flight), where the ratio
+shows the CPU the attacker takes from the fleet.
+
+For each phase it prints the fleet's accepted pushes/s in the measured window and their ratio to the
+clean phase, the fleet's error answers, their p99 latency, the worst ``GET /healthz`` latency seen by
+a prober thread (a fresh connection every 20 ms: an event-loop stall shows here), the sink's peak RSS
+in the phase (``VmHWM``, reset at each phase start), and what the attacker was answered. Goal beside
+the figures: ratio >= 0.9, zero well-behaved errors, worst /healthz < 100 ms. After the run the sink
+is stopped and every acknowledged fleet push must be in its Delta table, once.
+
+Run: ``make bench`` or ``.venv/bin/python benchmarks/hostile/bench.py [--phase-s 15 --attacks f1-points]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run by path: `benchmarks` importable
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import socket
+import struct
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Final
+
+from deltalake import DeltaTable
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+from benchmarks.push_path.harness import (
+    MIN_INTERVAL_MS,
+    Server,
+    Stats,
+    TelemetryFleet,
+    load_payloads,
+    percentile,
+    start_sink,
+)
+from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
+from ingest.config import DEFAULT_SOCKET_REQUEST_MAX_BYTES
+from ingest.limits import DEFAULT_LIMITS
+from subscriptions import ClientMetricsConfig, Errors
+from tests.support import attacks
+from tests.support.kafka import encode_request
+
+SOURCE: Final = "127.0.0.2"
+"""The attacker's address: another client on loopback."""
+KAFKA_STRING_MAX: Final = 32_767
+GOAL_RATIO: Final = 0.9
+GOAL_STALL_MS: Final = 100.0
+TIMEOUT_S: Final = 60.0
+
+Attack = Callable[[Counter[str]], Coroutine[Any, Any, None]]
+"""An attacker: sends until cancelled, counting what it was answered."""
+Request = Callable[[], Awaitable[str]]
+"""One attack request; what it was answered."""
+
+
+@dataclass(frozen=True)
+class Target:
+    http_port: int
+    kafka_port: int
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def _http(target: Target, request: bytes) -> attacks.HttpAnswer:
+    return await attacks.http_exchange(target.http_port, request, TIMEOUT_S, source=SOURCE)
+
+
+def _otlp(body: bytes, *, content_type: bytes = b"application/x-protobuf", gzip: bool = False) -> bytes:
+    headers = [("Content-Type", content_type), ("x-kafka-client-id", b"hostile")]
+    if gzip:
+        headers.append(("Content-Encoding", b"gzip"))
+    return attacks.http_request("POST", "/v1/metrics", headers, body)
+
+
+def back_to_back(send: Request) -> Attack:
+    """The attacker sending ``send``'s request again as soon as it is answered."""
+
+    async def attack(answers: Counter[str]) -> None:
+        while True:
+            try:
+                answers[await send()] += 1
+            except (OSError, TimeoutError, ValueError, KeyError) as exc:
+                answers[type(exc).__name__] += 1
+
+    return attack
+
+
+def otlp_attack(target: Target, request: bytes) -> Attack:
+    async def send() -> str:
+        return f"HTTP {(await _http(target, request)).status}"
+
+    return back_to_back(send)
+
+
+def kip714_attack(target: Target, compression_type: int, metrics: bytes) -> Attack:
+    """A Get (a fresh client instance), then one push of ``metrics`` over HTTP (binary body)."""
+    get = attacks.http_request(
+        "POST",
+        "/v1/kip714/get-telemetry-subscriptions",
+        [("Content-Type", b"application/json"), ("x-kafka-client-id", b"hostile")],
+        b"{}",
+    )
+
+    async def send() -> str:
+        got = json.loads((await _http(target, get)).body)
+        query = (
+            f"client_instance_id={got['client_instance_id']}&subscription_id={got['subscription_id']}"
+            f"&compression_type={compression_type}"
+        )
+        push = attacks.http_request(
+            "POST",
+            f"/v1/kip714/push-telemetry?{query}",
+            [("Content-Type", b"application/octet-stream"), ("x-kafka-client-id", b"hostile")],
+            metrics,
+        )
+        return str(json.loads((await _http(target, push)).body)["error"])
+
+    return back_to_back(send)
+
+
+async def _kafka_exchange(target: Target, frame: bytes) -> str:
+    """Send one Kafka frame on a fresh connection: ``closed``, or the Kafka error code that starts the
+    answer's body (ApiVersions answers start with it)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", target.kafka_port, local_addr=(SOURCE, 0))
+    try:
+        writer.write(frame)
+        await writer.drain()
+        async with asyncio.timeout(TIMEOUT_S):
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            answer = await reader.readexactly(size)
+        (code,) = struct.unpack(">h", answer[4:6])  # after the correlation id
+        return f"answered {Errors(code).name}"
+    except (ConnectionError, asyncio.IncompleteReadError):  # closed, maybe while sending the frame
+        return "closed"
+    finally:
+        writer.close()
+
+
+def kafka_attack(target: Target, frame: bytes) -> Attack:
+    async def send() -> str:
+        return await _kafka_exchange(target, frame)
+
+    return back_to_back(send)
+
+
+def client_id_flood(target: Target) -> Attack:
+    """Gets, each with a new client id of ``max_client_id_chars`` characters, on one connection."""
+    counter = iter(range(2**62))
+    pad = "x" * (DEFAULT_LIMITS.max_client_id_chars - 20)
+
+    async def send() -> str:
+        client_id = f"{next(counter):020d}{pad}".encode()
+        request = attacks.http_request(
+            "POST",
+            "/v1/kip714/get-telemetry-subscriptions",
+            [("Content-Type", b"application/json"), ("x-kafka-client-id", client_id)],
+            b"{}",
+        )
+        answer = await _http(target, request)
+        return f"HTTP {answer.status} {json.loads(answer.body).get('error')}"
+
+    return back_to_back(send)
+
+
+def slow_sockets(target: Target, count: int) -> Attack:
+    """``count`` sockets, each reopened as soon as the sink closes it: a third stop in the middle of
+    HTTP headers, a third send HTTP headers and never the body, a third start a Kafka frame and never
+    finish it."""
+    starts = [
+        (target.http_port, b"POST /v1/metrics HTTP/1.1\r\nHost: sink\r\nContent-Ty"),
+        (
+            target.http_port,
+            attacks.http_request(
+                "POST",
+                "/v1/kip714/push-telemetry",
+                [("Content-Type", b"application/octet-stream")],
+                length=2 * 1024 * 1024,
+            ),
+        ),
+        (target.kafka_port, attacks.declared_frame(1_000_000)),
+    ]
+
+    async def hold(port: int, start: bytes, answers: Counter[str]) -> None:
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(SOURCE, 0))
+            except OSError as exc:
+                answers[f"connect: {type(exc).__name__}"] += 1
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                writer.write(start)
+                while await reader.read(65536):  # whatever the sink answers, until it closes
+                    pass
+                answers["closed by the sink"] += 1
+            except ConnectionError:
+                answers["closed by the sink"] += 1
+            finally:
+                writer.close()
+
+    async def attack(answers: Counter[str]) -> None:
+        await asyncio.gather(*(hold(*starts[n % len(starts)], answers) for n in range(count)))
+
+    return attack
+
+
+def build_attacks(target: Target, args: argparse.Namespace) -> dict[str, tuple[str, Attack]]:
+    """Each attack at the largest size the default limits let it send: name -> (what, attack)."""
+    limits = DEFAULT_LIMITS
+    cap = DEFAULT_MAX_DECOMPRESSED_BYTES - 1024
+    push_max = ClientMetricsConfig().telemetry_max_bytes - 1024
+    body_max = 2 * ClientMetricsConfig().telemetry_max_bytes  # the HTTP body limit, less its slack
+    pairs = limits.max_data_points // 2
+    long_text = "a" * KAFKA_STRING_MAX
+    api_versions = encode_request(
+        ApiVersionsRequest(client_software_name=long_text, client_software_version=long_text), 1
+    )
+    built: dict[str, tuple[str, Attack]] = {
+        "f1-points": (
+            f"OTLP/HTTP, {2 * pairs:,} points, every other one invalid (partial success)",
+            otlp_attack(target, _otlp(attacks.alternating_points(pairs))),
+        ),
+        "f1-points-gzip": (
+            f"OTLP/HTTP gzip, alternating points inflating to {cap >> 20} MiB",
+            otlp_attack(target, _otlp(attacks.gzip_bomb(attacks.alternating_points(cap // 15)), gzip=True)),
+        ),
+        "f2-protobuf": (
+            f"OTLP/HTTP gzip, {cap // 2:,} empty ResourceMetrics ({cap >> 20} MiB)",
+            otlp_attack(
+                target, _otlp(attacks.gzip_bomb(attacks.empty_resource_metrics(cap // 2)), gzip=True)
+            ),
+        ),
+        "f2-json-flood": (
+            f"OTLP/JSON gzip, {cap // 3:,} empty objects",
+            otlp_attack(
+                target,
+                _otlp(
+                    attacks.gzip_bomb(attacks.json_object_flood(cap // 3)),
+                    content_type=b"application/json",
+                    gzip=True,
+                ),
+            ),
+        ),
+        "f2-json-deep": (
+            f"OTLP/JSON, arrays nested {body_max // 2:,} deep",
+            otlp_attack(
+                target, _otlp(attacks.json_nesting(body_max // 2 - 16), content_type=b"application/json")
+            ),
+        ),
+        "f2-kip714-zstd": (
+            f"KIP-714 push (HTTP), zstd of {cap // 2:,} empty ResourceMetrics",
+            kip714_attack(target, 4, attacks.zstd_bomb(attacks.empty_resource_metrics(cap // 2))),
+        ),
+        "f3-client-id": (
+            "OTLP/HTTP with x-kafka-client-id: \\xff",
+            otlp_attack(
+                target,
+                attacks.http_request(
+                    "POST",
+                    "/v1/metrics",
+                    [
+                        ("Content-Type", b"application/x-protobuf"),
+                        ("x-kafka-client-id", b"\xff"),
+                        ("x-kafka-client-instance-id", b"00000000-0000-0000-0000-00000000beef"),
+                    ],
+                    attacks.empty_resource_metrics(1),
+                ),
+            ),
+        ),
+        "f4-software": (
+            f"Kafka ApiVersions v3, software name and version of {KAFKA_STRING_MAX:,} chars",
+            kafka_attack(target, api_versions),
+        ),
+        "f5-zstd-frames": (
+            f"KIP-714 push (HTTP), {push_max:,} bytes of empty zstd frames",
+            kip714_attack(target, 4, attacks.zstd_frames(push_max)),
+        ),
+        "f5-gzip-members": (
+            f"KIP-714 push (HTTP), {push_max:,} bytes of empty gzip members",
+            kip714_attack(target, 1, attacks.gzip_members(push_max)),
+        ),
+        "f9-slow": (
+            f"{args.slow_sockets} sockets that never finish their request (HTTP headers/body, Kafka frame)",
+            slow_sockets(target, args.slow_sockets),
+        ),
+        "f10-metadata": (
+            f"Kafka Metadata v0 frame of {DEFAULT_SOCKET_REQUEST_MAX_BYTES >> 20} MiB naming "
+            f"{(DEFAULT_SOCKET_REQUEST_MAX_BYTES - 16) // 2:,} topics",
+            kafka_attack(target, attacks.metadata_flood_frame(DEFAULT_SOCKET_REQUEST_MAX_BYTES - 16)),
+        ),
+        "f13-client-ids": (
+            f"KIP-714 Gets (HTTP), each a new client id of {limits.max_client_id_chars:,} chars",
+            client_id_flood(target),
+        ),
+    }
+    return built
+
+
+async def run_phase(
+    fleet: TelemetryFleet, sink: Server, args: argparse.Namespace, attack: Attack | None
+) -> dict[str, Any]:
+    """The fleet for warm-up + measure, the attack back to back beside it."""
+    fleet.stats = Stats()
+    await asyncio.sleep(MIN_INTERVAL_MS / 1000 * 2)  # every instance's push interval has passed
+    attacks.reset_peak_rss(sink.process.pid)
+    prober = attacks.HealthProber(args.http_port).start()
+    answers: Counter[str] = Counter()
+    attacking: asyncio.Task[None] | None = None
+    if attack is not None:
+        attacking = asyncio.create_task(attack(answers))
+    try:
+        if args.saturated:
+            await fleet.run_saturated(args.concurrency, args.warmup_s, args.phase_s)
+        else:
+            await fleet.run_paced(args.rate, args.warmup_s + args.phase_s, args.warmup_s)
+    finally:
+        if attacking is not None:
+            attacking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await attacking
+        probes = prober.stop()
+    stats = fleet.stats
+    latencies = sorted(stats.window_latencies_s)
+    return {
+        "accepted_per_s": stats.window_accepted / args.phase_s,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "errors": {str(k): v for k, v in stats.errors.items()} | dict(stats.rpc_failures),
+        "accepted_by_instance": stats.accepted_by_instance,
+        "worst_healthz_ms": max(p.seconds for p in probes) * 1000,
+        "failed_probes": sum(p.status != 200 for p in probes),
+        "peak_rss_mib": attacks.peak_rss_bytes(sink.process.pid) / 2**20,
+        "attacker": dict(answers.most_common()),
+    }
+
+
+async def drive(sink: Server, target: Target, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    built = build_attacks(target, args)
+    chosen = args.attacks.split(",") if args.attacks else list(built)
+    unknown = [name for name in chosen if name not in built]
+    if unknown:
+        raise SystemExit(f"unknown attacks {unknown}; choose from {', '.join(built)}")
+    fleet = TelemetryFleet(sink.target, load_payloads(), args.instances, args.channels)
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        await fleet.subscribe()
+        results["clean"] = await run_phase(fleet, sink, args, None)
+        report_phase("clean", "the fleet alone", results["clean"], results["clean"])
+        for name in chosen:
+            what, attack = built[name]
+            results[name] = await run_phase(fleet, sink, args, attack)
+            report_phase(name, what, results[name], results["clean"])
+    finally:
+        await fleet.close()
+    return results
+
+
+def report_phase(name: str, what: str, r: dict[str, Any], clean: dict[str, Any]) -> None:
+    ratio = r["accepted_per_s"] / clean["accepted_per_s"] if clean["accepted_per_s"] else float("nan")
+    errors = sum(r["errors"].values()) + r["failed_probes"]
+    met = ratio >= GOAL_RATIO and errors == 0 and r["worst_healthz_ms"] < GOAL_STALL_MS
+    r["ratio"] = ratio
+    r["goal_met"] = met
+    print(
+        f"  {name:<16} {r['accepted_per_s']:>7,.0f} pushes/s  ratio {ratio:5.2f}  errors {errors:>4}  "
+        f"p99 {r['p99_ms']:>7.1f} ms  worst /healthz {r['worst_healthz_ms']:>8.1f} ms  "
+        f"peak RSS {r['peak_rss_mib']:>6.0f} MiB  {'meets' if met else 'MISSES'} the goal",
+        flush=True,
+    )
+    print(f"  {'':<16} {what}; attacker answered {r['attacker'] or '-'}", flush=True)
+    if r["errors"]:
+        print(f"  {'':<16} fleet errors {r['errors']}", flush=True)
+
+
+def verify_table(table_uri: str, acked: Counter[bytes]) -> tuple[int, int]:
+    """Acknowledged fleet pushes missing from the table, and fleet rows never acknowledged."""
+    column = DeltaTable(table_uri).to_pyarrow_table(columns=["client_instance_id"]).column(0)
+    fleet = {str(uuid.UUID(bytes=k)) for k in acked}
+    rows = Counter(v for v in column.to_pylist() if v in fleet)
+    expected = Counter({str(uuid.UUID(bytes=k)): v for k, v in acked.items()})
+    return (expected - rows).total(), (rows - expected).total()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--instances", type=int, default=4000, help="simulated client instances")
+    parser.add_argument("--channels", type=int, default=16, help="gRPC channels (connections)")
+    parser.add_argument("--rate", type=float, default=1000.0, help="fleet pushes/s (open loop)")
+    parser.add_argument(
+        "--saturated", action="store_true", help="closed loop at --concurrency instead of --rate"
+    )
+    parser.add_argument("--concurrency", type=int, default=1000, help="pushes in flight (--saturated)")
+    parser.add_argument("--warmup-s", type=float, default=2.0, help="per phase, before the window")
+    parser.add_argument("--phase-s", type=float, default=15.0, help="measured window per phase")
+    parser.add_argument("--slow-sockets", type=int, default=500, help="sockets the slow-client attack holds")
+    parser.add_argument("--attacks", help="comma-separated attack names (default: all)")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="hostile-bench-"))
+    args.http_port = _free_port()
+    os.environ["TELEMETRY_SINK_SERVER__HTTP_PORT"] = str(args.http_port)
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    load = (
+        f"{args.concurrency:,} pushes in flight" if args.saturated else f"{args.rate:,.0f} pushes/s offered"
+    )
+    print(
+        f"hostile: {args.instances:,} instances over {args.channels} channels, "
+        f"{load}, interval.ms {MIN_INTERVAL_MS}, "
+        f"phases of {args.warmup_s:g} + {args.phase_s:g} s, "
+        f"started {started}; goal: ratio >= {GOAL_RATIO}, 0 errors, worst /healthz < {GOAL_STALL_MS:g} ms",
+        flush=True,
+    )
+    try:
+        sink = start_sink(workdir, MIN_INTERVAL_MS, max_in_flight=2 * args.concurrency)
+        assert sink.kafka_port is not None
+        assert sink.table_uri is not None
+        try:
+            results = asyncio.run(drive(sink, Target(args.http_port, sink.kafka_port), args))
+        finally:
+            code = sink.stop()
+        if code != 0:
+            raise SystemExit(f"the sink exited {code}; log:\n{sink.log_tail()}")
+        acked: Counter[bytes] = Counter()
+        for r in results.values():
+            acked.update(r.pop("accepted_by_instance"))
+        missing, extra = verify_table(sink.table_uri, acked)
+        print(
+            f"  Delta table: {acked.total():,} acknowledged fleet pushes, missing {missing}, extra {extra}",
+            flush=True,
+        )
+        met = [name for name, r in results.items() if r["goal_met"]]
+        missed = [name for name, r in results.items() if not r["goal_met"]]
+        print(f"  goal met: {', '.join(met) or '-'}; missed: {', '.join(missed) or '-'}")
+        print(json.dumps({"benchmark": "hostile", "python": platform.python_version(), **results}))
+        if missing or extra:
+            raise SystemExit("the Delta table does not match the acknowledged pushes")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
