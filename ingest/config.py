@@ -16,6 +16,7 @@ server:
   max_concurrent_requests: 500  # KIP-714 + OTLP requests in flight, both ports (like queued.max.requests)
   overload_retry_after_ms: 1000 # the wait asked of a request refused for being over that limit
   max_hold_delay_ms: 10000      # a held KIP-714 request waits out its client's throttle up to this long
+  decode_processes: 2           # worker processes decoding payloads over 4 KiB (ingest.decoding)
   http_max_connections: 10000   # connections to the HTTP port (listener.name.http.max.connections)
   http_header_timeout_ms: 10000 # a request's headers must arrive within this of its first byte
   http_body_timeout_ms: 30000   # and its body within this of its headers (else the socket is closed)
@@ -96,6 +97,7 @@ from ingest.connections import (
     HttpTimeouts,
     grpc_connection_options,
 )
+from ingest.decoding import DEFAULT_DECODE_PROCESSES
 from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS
 from ingest.limits import RequestLimits
 from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
@@ -179,6 +181,7 @@ class ServerConfig:
     max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS
     overload_retry_after_ms: int = DEFAULT_OVERLOAD_RETRY_AFTER_MS
     max_hold_delay_ms: int = DEFAULT_MAX_HOLD_DELAY_MS
+    decode_processes: int = DEFAULT_DECODE_PROCESSES
     http_max_connections: int = DEFAULT_LISTENER_MAX_CONNECTIONS
     http_header_timeout_ms: int = DEFAULT_HTTP_TIMEOUTS.header_ms
     http_body_timeout_ms: int = DEFAULT_HTTP_TIMEOUTS.body_ms
@@ -234,7 +237,12 @@ class ServerConfig:
                 problems.append(f"server.{name}: no such file {path!r}")
         if not isinstance(self.shutdown_grace_s, int | float) or self.shutdown_grace_s < 0:
             problems.append("server.shutdown_grace_s must be a number of seconds >= 0")
-        for name in ("max_decompressed_bytes", "max_concurrent_requests", "overload_retry_after_ms"):
+        for name in (
+            "max_decompressed_bytes",
+            "max_concurrent_requests",
+            "overload_retry_after_ms",
+            "decode_processes",
+        ):
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
                 problems.append(f"server.{name} must be a positive integer, got {value!r}")

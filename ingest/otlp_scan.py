@@ -157,9 +157,12 @@ class StructureLimitError(PayloadTooLargeError):
     ``visited`` is how many elements were counted before the scan stopped."""
 
     def __init__(self, limit: str, message: str, visited: int) -> None:
-        super().__init__(message)
+        super().__init__(limit, message, visited)  # the arguments, so that it pickles (decoder processes)
         self.limit = limit
         self.visited = visited
+
+    def __str__(self) -> str:
+        return str(self.args[1])
 
 
 def _malformed(reason: str, position: int) -> InvalidPayloadError:

@@ -15,11 +15,9 @@ transport with connections Kafka's way (the Kafka wire listener) passes its conn
 instead: the quota manager mutes that connection for the throttle (QUO-14: start/end callbacks) and no
 hold is taken or waited for.
 
-Decompression, the structural scan, parsing and (OTLP) point filtering run on the event loop only for
-payloads of at most ``INLINE_DECODE_BYTES`` once decompressed; bigger ones, and every OTLP JSON body,
-in one of ``DECODE_THREADS`` decoder threads, so that no request holds the loop for more than the
-parser's own share (measured: a 7 MiB export at the limits, 900,000 messages, stalls the loop at most
-~45-60 ms, against ~0.7-1 s decoded inline).
+Decompression, the structural scan, parsing and (OTLP) point filtering (``decoding``) run on the event
+loop only for payloads of at most ``decoding.INLINE_DECODE_BYTES`` once decompressed; bigger ones, and
+every OTLP JSON body, in worker processes, so that no request holds the loop or its GIL.
 
 What a failure is answered with follows how clients react (PD-12):
 
@@ -29,7 +27,7 @@ What a failure is answered with follows how clients react (PD-12):
 | payload over a structural limit (``limits``, counted before parsing: ``otlp_scan``) | TELEMETRY_TOO_LARGE |
 | corrupt compressed data, not OTLP, JSON nested too deep | INVALID_RECORD (the client is broken) |
 | client text no row can hold (``PushContext`` refuses it) | INVALID_REQUEST |
-| exporter RETRYABLE, or an exception in it | THROTTLING_QUOTA_EXCEEDED with the time to the next push |
+| exporter RETRYABLE or an exception in it, no decoder process | THROTTLING_QUOTA_EXCEEDED (next push) |
 | exporter PERMANENT (data refused downstream) | INVALID_RECORD |
 
 ``export_otlp``: the OTLP receivers' path, with no subscription gate (OTLP clients never ask for
@@ -48,36 +46,32 @@ contain no logic of their own.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Final, NamedTuple, TypeVar
+from typing import Final, NamedTuple
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsPartialSuccess,
     ExportMetricsServiceResponse,
 )
-from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters import Exporter, ExportResult, PushContext, TelemetryPush
 from ingest.admission import Admission
-from ingest.codec import (
-    DEFAULT_MAX_DECOMPRESSED_BYTES,
-    PayloadError,
-    PayloadTooLargeError,
-    decompress,
-    parse_metrics_data,
+from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, PayloadError
+from ingest.decoding import (
+    DEFAULT_DECODE_PROCESSES,
+    DecoderUnavailableError,
+    PayloadDecoders,
+    decode_export,
+    decode_json_export,
+    decode_push,
 )
 from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS, ClientHolds
 from ingest.identity import OPEN, otlp_instance_id
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.metrics import RequestMetrics
-from ingest.otlp_json import otlp_json_to_protobuf
-from ingest.otlp_points import Rejected, drop_invalid_points
-from ingest.otlp_scan import StructureLimitError, scan_metrics
 from ingest.quotas import Clock, QuotaManagers, SystemClock, ThrottleCallback
 from ingest.security import Authenticator
 from subscriptions import (
@@ -93,64 +87,13 @@ from subscriptions import (
     PushTelemetryResponse,
 )
 
-__all__ = ["DECODE_THREADS", "EXPORTER_RETRY_MS", "INLINE_DECODE_BYTES", "OtlpOutcome", "TelemetryPipeline"]
+__all__ = ["EXPORTER_RETRY_MS", "OtlpOutcome", "TelemetryPipeline"]
 
 log = logging.getLogger(__name__)
 
 EXPORTER_RETRY_MS: Final = 1000
 """How long an OTLP client is asked to wait when the exporter could not land its push."""
 _ZERO_UUID: Final = uuid.UUID(int=0)
-INLINE_DECODE_BYTES: Final = 4096
-"""Payloads up to this size once decompressed are decoded on the event loop (every librdkafka push:
-1.4 to 2.4 KB), where the worst such payload costs a few milliseconds and a thread hop would cost more
-than the decoding; bigger ones are decoded by ``DECODE_THREADS`` worker threads."""
-DECODE_THREADS: Final = 2
-"""Worker threads decoding payloads over ``INLINE_DECODE_BYTES``: at most this many are decompressed,
-scanned and parsed at once (the rest wait their turn), so their memory is bounded by this many times
-one payload's, and the event loop only waits for the GIL (its switch interval, 5 ms) in between."""
-_DECODERS: Final = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="payload-decode")
-_Decoded = TypeVar("_Decoded")
-
-
-class _Export(NamedTuple):
-    """A decoded OTLP export: what lands (the valid part), its message, and what was refused."""
-
-    payload: bytes
-    data: MetricsData
-    rejected: Rejected
-
-
-def _decode_push(data: bytes, compression_type: int, max_bytes: int, limits: RequestLimits) -> bytes:
-    """A KIP-714 push's ``MetricsData`` bytes: decompressed, within ``limits``, parsed (all or nothing)."""
-    payload = decompress(
-        data, compression_type, max_bytes, max_compressed_frames=limits.max_compressed_frames
-    )
-    scan_metrics(payload, limits)
-    parse_metrics_data(payload)
-    return payload
-
-
-def _decode_export(body: bytes, compression_type: int, max_bytes: int, limits: RequestLimits) -> _Export:
-    """An OTLP export decompressed, within ``limits``, parsed, and stripped of its invalid points."""
-    payload = decompress(
-        body, compression_type, max_bytes, max_compressed_frames=limits.max_compressed_frames
-    )
-    return _valid_export(payload, limits)
-
-
-def _decode_json_export(body: bytes, compression_type: int, max_bytes: int, limits: RequestLimits) -> _Export:
-    """An OTLP JSON export decompressed, converted within ``limits`` (``otlp_json``), then as protobuf."""
-    text = decompress(body, compression_type, max_bytes, max_compressed_frames=limits.max_compressed_frames)
-    return _valid_export(otlp_json_to_protobuf(text, limits), limits)
-
-
-def _valid_export(payload: bytes, limits: RequestLimits) -> _Export:
-    scan_metrics(payload, limits)
-    data = parse_metrics_data(payload)
-    rejected = drop_invalid_points(data)
-    if rejected:
-        payload = data.SerializeToString()  # what lands is the valid part only
-    return _Export(payload, data, rejected)
 
 
 class OtlpOutcome(NamedTuple):
@@ -198,6 +141,7 @@ class TelemetryPipeline:
         max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
         max_hold_delay_ms: int = DEFAULT_MAX_HOLD_DELAY_MS,
         limits: RequestLimits = DEFAULT_LIMITS,
+        decode_processes: int = DEFAULT_DECODE_PROCESSES,
         thread_time_ns: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.manager = manager
@@ -211,6 +155,8 @@ class TelemetryPipeline:
         self.max_hold_delay_ms = max_hold_delay_ms
         self.limits = limits
         """What one request may hold (``limits:``), checked before a payload is parsed."""
+        self.decoders = PayloadDecoders(decode_processes)
+        """Where payloads are decoded: on the loop if small, else in worker processes (``decoding``)."""
         self._thread_time_ns = thread_time_ns
         self.holds = ClientHolds(limits.max_held_clients)
         self.request_metrics = RequestMetrics(
@@ -294,11 +240,15 @@ class TelemetryPipeline:
 
     async def _land(self, accepted: AcceptedPush, now: int) -> PushTelemetryResponse:
         """Decompress, validate and export an accepted push; its answer per PD-12."""
+        metrics, compression, cap = accepted.metrics, accepted.compression_type, self.max_decompressed_bytes
         try:
-            payload = await self._decode(_decode_push, accepted.metrics, accepted.compression_type)
+            payload = await self.decoders.decode(decode_push, metrics, compression, cap, self.limits)
         except PayloadError as exc:
             log.info("push from %s refused: %s", accepted.client_instance_id, exc)
             return self.manager.push_failed(accepted, exc.error, now)
+        except DecoderUnavailableError:  # ours, not the client's: it retries at its next interval
+            log.exception("push from %s not decoded", accepted.client_instance_id)
+            return self.manager.push_failed(accepted, Errors.THROTTLING_QUOTA_EXCEEDED, now)
         try:
             context = self._accepted_context(accepted)
         except ValueError as exc:  # client text no row can hold: refused alone, never in a batch
@@ -359,30 +309,29 @@ class TelemetryPipeline:
         *,
         as_json: bool,
     ) -> OtlpOutcome:
+        limits, cap = self.limits, self.max_decompressed_bytes
         try:
             if as_json:  # never on the loop: converting JSON costs ~20 us a value
-                payload, data, rejected = await self._off_loop(_decode_json_export, body, compression_type)
+                decoded = await self.decoders.in_worker(
+                    decode_json_export, body, compression_type, cap, limits
+                )
                 compression_type = CompressionType.NONE  # what lands is protobuf
             else:
-                payload, data, rejected = await self._decode(_decode_export, body, compression_type)
+                decoded = await self.decoders.decode(decode_export, body, compression_type, cap, limits)
         except PayloadError as exc:
             return OtlpOutcome(exc.error, 0, str(exc))
+        except DecoderUnavailableError:
+            log.exception("OTLP export not decoded")
+            return OtlpOutcome(
+                Errors.UNKNOWN_SERVER_ERROR, EXPORTER_RETRY_MS, "the sink could not decode the push"
+            )
+        payload, has_metrics, attributes, rejected = decoded
         if rejected:
             partial = OtlpOutcome(Errors.NONE, 0, rejected.message, rejected.points)
-            if not any(s.metrics for r in data.resource_metrics for s in r.scope_metrics):
+            if not has_metrics:
                 return partial  # nothing valid left to land
         else:
             partial = OtlpOutcome(Errors.NONE)
-        resources = data.resource_metrics
-        attributes = (
-            {
-                a.key: a.value.string_value
-                for a in resources[0].resource.attributes
-                if a.value.HasField("string_value")
-            }
-            if resources
-            else {}
-        )
         try:
             instance_id = otlp_instance_id(instance_header, attributes, client)
             context = self._push_context(client, instance_id, 0, now, compression_type, terminating=False)
@@ -396,35 +345,6 @@ class TelemetryPipeline:
                 Errors.UNKNOWN_SERVER_ERROR, EXPORTER_RETRY_MS, "the sink could not store the push"
             )
         return OtlpOutcome(Errors.INVALID_RECORD, 0, "the push was refused downstream")
-
-    async def _decode(
-        self,
-        decode: Callable[[bytes, int, int, RequestLimits], _Decoded],
-        data: bytes,
-        compression_type: int,
-    ) -> _Decoded:
-        """``decode`` a payload: on the loop if it is at most ``INLINE_DECODE_BYTES`` once decompressed
-        (found by decompressing no more than that), else in a decoder thread."""
-        cap = self.max_decompressed_bytes
-        try:
-            return decode(data, compression_type, min(cap, INLINE_DECODE_BYTES), self.limits)
-        except StructureLimitError:
-            raise
-        except PayloadTooLargeError:
-            if cap <= INLINE_DECODE_BYTES:
-                raise
-        return await self._off_loop(decode, data, compression_type)
-
-    async def _off_loop(
-        self,
-        decode: Callable[[bytes, int, int, RequestLimits], _Decoded],
-        data: bytes,
-        compression_type: int,
-    ) -> _Decoded:
-        """``decode`` a payload in a decoder thread (``DECODE_THREADS``)."""
-        loop = asyncio.get_running_loop()
-        cap = self.max_decompressed_bytes
-        return await loop.run_in_executor(_DECODERS, decode, data, compression_type, cap, self.limits)
 
     async def _export(self, push: TelemetryPush) -> ExportResult:
         try:

@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ingest.config import KafkaListenerConfig, SinkConfig
+from ingest.config import KafkaListenerConfig, ServerConfig, SinkConfig
 from ingest.limits import RequestLimits
 from telemetry_sink.cli import build_parser
 
@@ -229,10 +229,15 @@ def test_the_kafka_listener_section_loads_in_the_sink_with_the_charts_values(
     assert set(document) <= {"port", "node_id", *expected}
 
 
-def test_request_limits_reach_the_sink_and_the_rest_keep_the_sinks_defaults(tmp_path: Path) -> None:
-    config = load_sink_config({"sink": {"limits": {"max_data_points": 5000}}}, tmp_path)
+def test_request_limits_and_decoder_processes_reach_the_sink_and_the_rest_keep_the_sinks_defaults(
+    tmp_path: Path,
+) -> None:
+    config = load_sink_config({"sink": {"limits": {"max_data_points": 5000}, "decodeProcesses": 4}}, tmp_path)
     assert config.limits == dataclasses.replace(RequestLimits(), max_data_points=5000)
-    assert load_sink_config({}, tmp_path).limits == RequestLimits()
+    assert config.server.decode_processes == 4
+    defaults = load_sink_config({}, tmp_path)
+    assert defaults.limits == RequestLimits()
+    assert defaults.server.decode_processes == ServerConfig().decode_processes
 
 
 def test_the_kafka_listener_port_is_the_one_the_pods_and_the_service_open(tmp_path: Path) -> None:

@@ -163,11 +163,17 @@ def test_the_security_section_from_a_file_and_the_environment(tmp_path: Path) ->
     assert config.server.max_concurrent_requests == 64
 
 
-def test_security_and_admission_problems_are_reported_at_once(tmp_path: Path) -> None:
+def test_security_admission_and_limit_problems_are_reported_at_once(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text('"secret-token": alice\n')
     document = {
-        "server": {"max_concurrent_requests": 0, "overload_retry_after_ms": True, "max_hold_delay_ms": -1},
+        "server": {
+            "max_concurrent_requests": 0,
+            "overload_retry_after_ms": True,
+            "max_hold_delay_ms": -1,
+            "decode_processes": 0,
+        },
+        "limits": {"max_data_points": 0, "max_json_depth": "deep"},
         "security": {
             "tokens_file": str(tokens),
             "trusted_proxies": ["10.0.0.0/33"],
@@ -182,6 +188,9 @@ def test_security_and_admission_problems_are_reported_at_once(tmp_path: Path) ->
         "server.max_concurrent_requests must be a positive integer",
         "server.overload_retry_after_ms must be a positive integer",
         "server.max_hold_delay_ms must be an integer >= 0",
+        "server.decode_processes must be a positive integer",
+        "limits.max_data_points must be an integer between 1 and 2147483647, got 0",
+        "limits.max_json_depth must be an integer between 1 and 2147483647, got 'deep'",
         "unknown key 'security.colour'",
         "security.tokens_file: ",
         "'alice' is not a principal",

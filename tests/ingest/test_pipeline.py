@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gzip
-import threading
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from uuid import UUID
 
@@ -12,11 +12,12 @@ import zstandard
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters import ExportResult, InMemoryExporter, TelemetryPush
-from ingest import pipeline as pipeline_module
+from ingest import decoding as decoding_module
 from ingest.codec import decode_payload
+from ingest.decoding import INLINE_DECODE_BYTES
 from ingest.limits import RequestLimits
 from ingest.otlp_scan import Structure, scan_metrics
-from ingest.pipeline import INLINE_DECODE_BYTES, TelemetryPipeline
+from ingest.pipeline import TelemetryPipeline
 from ingest.quotas import ClientQuotaEntity, QuotaConfig, create_quota_managers
 from subscriptions import (
     ClientContext,
@@ -185,16 +186,18 @@ async def test_F2_a_zstd_parse_bomb_under_the_cap_is_too_large_by_its_structure(
     assert len(h.exporter.pushes) == 1
 
 
-async def test_small_payloads_are_decoded_on_the_loop_and_large_ones_in_a_decoder_thread(
+async def test_small_payloads_are_decoded_on_the_loop_and_large_ones_in_a_worker_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    threads: list[str] = []
+    """A payload over INLINE_DECODE_BYTES never costs the event loop's GIL: it is decoded in a worker
+    process (the scan, spied on in this process, sees only the small one)."""
+    scanned: list[int] = []
 
     def spied(payload: bytes, limits: RequestLimits) -> Structure:
-        threads.append(threading.current_thread().name)
+        scanned.append(len(payload))
         return scan_metrics(payload, limits)
 
-    monkeypatch.setattr(pipeline_module, "scan_metrics", spied)
+    monkeypatch.setattr(decoding_module, "scan_metrics", spied)
     h = Harness()
     await h.get()
     captured = (FIXTURES / "librdkafka-consumer-push001-zstd.bin").read_bytes()
@@ -202,5 +205,25 @@ async def test_small_payloads_are_decoded_on_the_loop_and_large_ones_in_a_decode
     large = MetricsData.FromString(metrics_data())
     large.resource_metrics[0].schema_url = "x" * INLINE_DECODE_BYTES
     assert await h.push(large.SerializeToString(), 0) == (Errors.NONE, 0)
-    assert threads[0] == threading.current_thread().name  # inline: the loop's thread
-    assert threads[-1].startswith("payload-decode")
+    assert h.exporter.pushes[-1].payload == large.SerializeToString()
+    assert len(scanned) == 1  # the small push, on the loop; the large one was scanned elsewhere
+    assert scanned[0] <= INLINE_DECODE_BYTES
+    assert isinstance(h.pipeline.decoders.pool, ProcessPoolExecutor)
+    await h.pipeline.decoders.close()
+
+
+async def test_a_dead_decoder_process_is_replaced_and_the_push_is_decoded_by_a_new_one() -> None:
+    h = Harness()
+    await h.get()
+    large = MetricsData.FromString(metrics_data())
+    large.resource_metrics[0].schema_url = "x" * INLINE_DECODE_BYTES
+    assert await h.push(large.SerializeToString(), 0) == (Errors.NONE, 0)
+    pool = h.pipeline.decoders.pool
+    assert pool is not None
+    for process in list(pool._processes.values()):  # killed for memory, say
+        process.kill()
+        process.join()
+    assert await h.push(large.SerializeToString(), 0) == (Errors.NONE, 0)
+    assert h.pipeline.decoders.pool is not pool
+    assert len(h.exporter.pushes) == 2
+    await h.pipeline.decoders.close()

@@ -1,0 +1,191 @@
+"""Turning a request's payload into what lands, within the limits, without holding the event loop.
+
+Three decodes, each a pure function of the request's bytes and the limits (picklable, so that they can
+run in another process):
+
+- ``decode_push``: a KIP-714 push's payload decompressed, scanned (``otlp_scan``) and parsed, all or
+  nothing: the ``MetricsData`` bytes that land;
+- ``decode_export``: an OTLP protobuf export decompressed, scanned, parsed and stripped of its invalid
+  points (``otlp_points``): a ``DecodedExport``;
+- ``decode_json_export``: the same for an OTLP JSON body, converted within the limits (``otlp_json``).
+
+Each raises a ``codec.PayloadError`` carrying the Kafka code to answer.
+
+``PayloadDecoders`` runs them. A payload of at most ``INLINE_DECODE_BYTES`` once decompressed (every
+librdkafka push: 1.4 to 2.4 KB) is decoded on the event loop, where the worst such payload costs well
+under a millisecond and a hop to another process would cost more. Bigger payloads, and every OTLP JSON
+body, are decoded in a pool of ``server.decode_processes`` worker processes (started on first use,
+with ``spawn``, so no thread of the sink is forked): their CPU time never competes with the event loop
+for the GIL, and the loop only pickles the request's bytes across. The pool's size bounds how many
+large payloads are decoded at once (the rest queue, each in its admission slot) and so their memory.
+A worker that dies (killed for memory, say) breaks the pool: it is replaced, and the decode is tried
+once more on the new one; if that fails too the request is answered as a storage failure would be
+(retried later), never as the client's fault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Final, NamedTuple, TypeVar
+
+from ingest.codec import PayloadTooLargeError, decompress, parse_metrics_data
+from ingest.limits import RequestLimits
+from ingest.otlp_json import otlp_json_to_protobuf
+from ingest.otlp_points import Rejected, drop_invalid_points
+from ingest.otlp_scan import StructureLimitError, scan_metrics
+
+__all__ = [
+    "DEFAULT_DECODE_PROCESSES",
+    "INLINE_DECODE_BYTES",
+    "DecodedExport",
+    "DecoderUnavailableError",
+    "PayloadDecoders",
+    "decode_export",
+    "decode_json_export",
+    "decode_push",
+]
+
+log = logging.getLogger(__name__)
+
+INLINE_DECODE_BYTES: Final = 4096
+"""Payloads up to this size once decompressed are decoded on the event loop; bigger ones in a worker
+process."""
+DEFAULT_DECODE_PROCESSES: Final = 2
+_Decoded = TypeVar("_Decoded")
+Decode = Callable[[bytes, int, int, RequestLimits], _Decoded]
+
+
+class DecodedExport(NamedTuple):
+    """A decoded OTLP export: the ``MetricsData`` bytes that land (its valid part), whether anything
+    is left to land, the first resource's string attributes (for its client instance) and what was
+    refused."""
+
+    payload: bytes
+    has_metrics: bool
+    resource_attributes: Mapping[str, str]
+    rejected: Rejected
+
+
+class DecoderUnavailableError(Exception):
+    """No worker process could decode the payload (the pool broke twice): the sink's fault, retried."""
+
+
+def decode_push(data: bytes, compression_type: int, max_bytes: int, limits: RequestLimits) -> bytes:
+    """A KIP-714 push's ``MetricsData`` bytes: decompressed, within ``limits``, parsed (all or nothing)."""
+    payload = decompress(
+        data, compression_type, max_bytes, max_compressed_frames=limits.max_compressed_frames
+    )
+    scan_metrics(payload, limits)
+    parse_metrics_data(payload)
+    return payload
+
+
+def decode_export(body: bytes, compression_type: int, max_bytes: int, limits: RequestLimits) -> DecodedExport:
+    """An OTLP export decompressed, within ``limits``, parsed, and stripped of its invalid points."""
+    payload = decompress(
+        body, compression_type, max_bytes, max_compressed_frames=limits.max_compressed_frames
+    )
+    return _valid_export(payload, limits)
+
+
+def decode_json_export(
+    body: bytes, compression_type: int, max_bytes: int, limits: RequestLimits
+) -> DecodedExport:
+    """An OTLP JSON export decompressed, converted within ``limits`` (``otlp_json``), then as protobuf."""
+    text = _decompress(body, compression_type, max_bytes, limits)
+    return _valid_export(otlp_json_to_protobuf(text, limits), limits)
+
+
+def _decompress(data: bytes, compression_type: int, max_bytes: int, limits: RequestLimits) -> bytes:
+    return decompress(data, compression_type, max_bytes, max_compressed_frames=limits.max_compressed_frames)
+
+
+def _valid_export(payload: bytes, limits: RequestLimits) -> DecodedExport:
+    scan_metrics(payload, limits)
+    data = parse_metrics_data(payload)
+    rejected = drop_invalid_points(data)
+    if rejected:
+        payload = data.SerializeToString()  # what lands is the valid part only
+    resources = data.resource_metrics
+    attributes = (
+        {
+            a.key: a.value.string_value
+            for a in resources[0].resource.attributes
+            if a.value.HasField("string_value")
+        }
+        if resources
+        else {}
+    )
+    has_metrics = any(s.metrics for r in resources for s in r.scope_metrics)
+    return DecodedExport(payload, has_metrics, attributes, rejected)
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+"""The worker pools, by size: one per process however many pipelines it runs (tests run many)."""
+
+
+class PayloadDecoders:
+    """Runs the decodes: small payloads on the loop, the rest in ``processes`` worker processes."""
+
+    def __init__(self, processes: int = DEFAULT_DECODE_PROCESSES) -> None:
+        self.processes = processes
+
+    @property
+    def pool(self) -> ProcessPoolExecutor | None:
+        """The worker processes, once started."""
+        return _POOLS.get(self.processes)
+
+    async def decode(
+        self,
+        decode: Decode[_Decoded],
+        data: bytes,
+        compression_type: int,
+        max_bytes: int,
+        limits: RequestLimits,
+    ) -> _Decoded:
+        """``decode`` a payload: on the loop if it is at most ``INLINE_DECODE_BYTES`` once decompressed
+        (found by decompressing no more than that), else in a worker process."""
+        try:
+            return decode(data, compression_type, min(max_bytes, INLINE_DECODE_BYTES), limits)
+        except StructureLimitError:
+            raise
+        except PayloadTooLargeError:
+            if max_bytes <= INLINE_DECODE_BYTES:
+                raise
+        return await self.in_worker(decode, data, compression_type, max_bytes, limits)
+
+    async def in_worker(
+        self,
+        decode: Decode[_Decoded],
+        data: bytes,
+        compression_type: int,
+        max_bytes: int,
+        limits: RequestLimits,
+    ) -> _Decoded:
+        """``decode`` a payload in a worker process; ``DecoderUnavailableError`` if none can."""
+        loop = asyncio.get_running_loop()
+        for attempt in (1, 2):
+            pool = self.pool
+            if pool is None:
+                pool = _POOLS[self.processes] = ProcessPoolExecutor(
+                    self.processes, mp_context=multiprocessing.get_context("spawn")
+                )
+            try:
+                return await loop.run_in_executor(pool, decode, data, compression_type, max_bytes, limits)
+            except BrokenProcessPool:
+                log.warning("a payload decoder process died (attempt %d); starting new ones", attempt)
+                if self.pool is pool:
+                    del _POOLS[self.processes]
+                pool.shutdown(wait=False, cancel_futures=True)
+        raise DecoderUnavailableError("no decoder process could decode the payload")
+
+    async def close(self) -> None:
+        """Stop the worker processes (decodes in progress finish first)."""
+        pool = _POOLS.pop(self.processes, None)
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
