@@ -19,7 +19,9 @@ the engines:
   are counted under the one entity ``OVERFLOW_TAGS`` (``overflow="true"``) and in
   ``telemetry_sink_entity_counters_overflowed_total``. The clients held for a quota throttle
   (``holds``, at most ``limits.max_held_clients``): ``telemetry_sink_held_clients`` and
-  ``telemetry_sink_holds_refused_total`` (throttled clients not held because that many were).
+  ``telemetry_sink_holds_refused_total`` (throttled clients not held because that many were);
+- the event loop's lag (``ingest.loop_lag``): ``telemetry_sink_event_loop_lag_seconds`` (a histogram)
+  and ``telemetry_sink_event_loop_lag_max_seconds`` (the largest since the previous scrape).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ingest.admission import Admission
 from ingest.errors import error_name
 from ingest.holds import ClientHolds
 from ingest.limits import DEFAULT_LIMITS
+from ingest.loop_lag import LoopLagMonitor
 from ingest.quotas import QuotaManagers
 from subscriptions import ClientContext, ClientMetricsManager, Errors
 
@@ -243,9 +246,13 @@ def metrics_exposition(
     quotas: QuotaManagers,
     requests: RequestMetrics,
     now_ms: Callable[[], int],
+    *,
+    loop_lag: LoopLagMonitor | None = None,
 ) -> Callable[[], bytes]:
-    """A function rendering the current ``/metrics`` page."""
+    """A function rendering the current ``/metrics`` page (with the event loop's lag, if given)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SinkCollector(manager, quotas, now_ms))
     registry.register(requests)
+    if loop_lag is not None:
+        registry.register(loop_lag)
     return lambda: generate_latest(registry)

@@ -17,6 +17,7 @@
    connection quotas) on the same event loop, with TLS and mTLS from the config.
 
 Every 30 s idle client instances and quota sensors are expired, and a changed tokens file is re-read.
+A task measures the event loop's lag for ``/metrics`` (``ingest.loop_lag``).
 
 ``serve`` first raises the soft open-file limit to the hard one (``raise_open_file_limit``): sockets
 are bounded by the connection limits (``ServerConfig``), and the sink's own files must still open.
@@ -52,6 +53,7 @@ from ingest.connections import QuotaGatedSite, register_http_listener
 from ingest.grpc_service import ClientTelemetryService
 from ingest.http_app import SERVER_OPTIONS, create_http_app, request_client
 from ingest.kafka import KafkaApis, KafkaListener, ListenerLimits, NodeInfo
+from ingest.loop_lag import LoopLagMonitor
 from ingest.metrics import metrics_exposition
 from ingest.otlp_grpc import otlp_metrics_handler
 from ingest.pipeline import TelemetryPipeline
@@ -125,6 +127,7 @@ class Sink:
         )
         self.exporter = _exporter(config)
         self.quota_samples = _quota_sample_recorder(config)
+        self.loop_lag = LoopLagMonitor()
         self.pipeline = TelemetryPipeline(
             self.manager,
             self.quotas,
@@ -135,6 +138,7 @@ class Sink:
             max_decompressed_bytes=config.server.max_decompressed_bytes,
             max_hold_delay_ms=config.server.max_hold_delay_ms,
             limits=config.limits,
+            decode_processes=config.server.decode_processes,
         )
         self.grpc_port = 0
         self.http_port = 0
@@ -172,7 +176,11 @@ class Sink:
             self.pipeline,
             ready=self.exporter.health,
             metrics=metrics_exposition(
-                self.manager, self.quotas, self.pipeline.request_metrics, self.clock.now_ms
+                self.manager,
+                self.quotas,
+                self.pipeline.request_metrics,
+                self.clock.now_ms,
+                loop_lag=self.loop_lag,
             ),
             max_body_bytes=2 * self.config.client_metrics.telemetry_max_bytes + 65536,
         )
@@ -202,6 +210,7 @@ class Sink:
             asyncio.create_task(self.quotas.run_reapers(self.clock), name="quota-reapers"),
             asyncio.create_task(self._expire_periodically(), name="expiry"),
             asyncio.create_task(self.config_log.run(), name="config-log"),
+            asyncio.create_task(self.loop_lag.run(), name="loop-lag"),
         ]
         if self.quota_samples is not None:
             sample = self.quota_samples.run(self._quota_snapshot, self.clock.now_ms, self._until_stopping)
@@ -270,6 +279,7 @@ class Sink:
         await asyncio.gather(*stopping)  # both finish their requests in flight within the one grace period
         if self._http is not None:
             await self._http.cleanup()
+        await self.pipeline.decoders.close()
         await self.exporter.shutdown()
         self._stopping.set()
         if self.quota_samples is not None and self._sampling is not None:

@@ -19,10 +19,14 @@ shows the CPU the attacker takes from the fleet.
 
 For each phase it prints the fleet's accepted pushes/s in the measured window and their ratio to the
 clean phase, the fleet's error answers, their p99 latency, the worst ``GET /healthz`` latency seen by
-a prober thread (a fresh connection every 20 ms: an event-loop stall shows here), the sink's peak RSS
-in the phase (``VmHWM``, reset at each phase start), and what the attacker was answered. Goal beside
-the figures: ratio >= 0.9, zero well-behaved errors, worst /healthz < 100 ms. After the run the sink
-is stopped and every acknowledged fleet push must be in its Delta table, once.
+a prober in a process of its own (``attacks.HealthProber``: a fresh connection every 20 ms, an
+event-loop stall shows here, and the fleet's and attacker's process does not), the sink's own worst
+event loop lag over the phase (``telemetry_sink_event_loop_lag_max_seconds`` from ``/metrics``, read
+at the phase start to reset it and at its end; the lag includes what that first scrape cost), the
+sink's peak RSS in the phase (``VmHWM``, reset at each phase start), and what the attacker was
+answered. Goal beside the figures: ratio >= 0.9, zero well-behaved errors, worst /healthz < 100 ms
+(the external prober; the loop lag is printed beside it). After the run the sink is stopped and every
+acknowledged fleet push must be in its Delta table, once.
 
 Run: ``make bench`` or ``.venv/bin/python benchmarks/hostile/bench.py [--phase-s 15 --attacks f1-points]``.
 """
@@ -53,6 +57,7 @@ from typing import Any, Final
 
 from deltalake import DeltaTable
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.push_path.harness import (
     MIN_INTERVAL_MS,
@@ -76,6 +81,7 @@ KAFKA_STRING_MAX: Final = 32_767
 GOAL_RATIO: Final = 0.9
 GOAL_STALL_MS: Final = 100.0
 TIMEOUT_S: Final = 60.0
+LOOP_LAG_MAX: Final = "telemetry_sink_event_loop_lag_max_seconds"
 
 Attack = Callable[[Counter[str]], Coroutine[Any, Any, None]]
 """An attacker: sends until cancelled, counting what it was answered."""
@@ -331,6 +337,15 @@ def build_attacks(target: Target, args: argparse.Namespace) -> dict[str, tuple[s
     return built
 
 
+async def worst_loop_lag_s(http_port: int) -> float:
+    """The sink's worst event loop lag since the previous call (``/metrics`` resets it each scrape)."""
+    answer = await attacks.http_exchange(http_port, attacks.http_request("GET", "/metrics", []), TIMEOUT_S)
+    for family in text_string_to_metric_families(answer.body.decode()):
+        if family.name == LOOP_LAG_MAX:
+            return float(family.samples[0].value)
+    raise RuntimeError(f"the sink's /metrics has no {LOOP_LAG_MAX}")
+
+
 async def run_phase(
     fleet: TelemetryFleet, sink: Server, args: argparse.Namespace, attack: Attack | None
 ) -> dict[str, Any]:
@@ -338,6 +353,7 @@ async def run_phase(
     fleet.stats = Stats()
     await asyncio.sleep(MIN_INTERVAL_MS / 1000 * 2)  # every instance's push interval has passed
     attacks.reset_peak_rss(sink.process.pid)
+    await worst_loop_lag_s(args.http_port)  # reset: from here on, this phase's
     prober = attacks.HealthProber(args.http_port).start()
     answers: Counter[str] = Counter()
     attacking: asyncio.Task[None] | None = None
@@ -354,6 +370,7 @@ async def run_phase(
             with contextlib.suppress(asyncio.CancelledError):
                 await attacking
         probes = prober.stop()
+    loop_lag_s = await worst_loop_lag_s(args.http_port)
     stats = fleet.stats
     latencies = sorted(stats.window_latencies_s)
     return {
@@ -363,6 +380,7 @@ async def run_phase(
         "accepted_by_instance": stats.accepted_by_instance,
         "worst_healthz_ms": max(p.seconds for p in probes) * 1000,
         "failed_probes": sum(p.status != 200 for p in probes),
+        "worst_loop_lag_ms": loop_lag_s * 1000,
         "peak_rss_mib": attacks.peak_rss_bytes(sink.process.pid) / 2**20,
         "attacker": dict(answers.most_common()),
     }
@@ -398,6 +416,7 @@ def report_phase(name: str, what: str, r: dict[str, Any], clean: dict[str, Any])
     print(
         f"  {name:<16} {r['accepted_per_s']:>7,.0f} pushes/s  ratio {ratio:5.2f}  errors {errors:>4}  "
         f"p99 {r['p99_ms']:>7.1f} ms  worst /healthz {r['worst_healthz_ms']:>8.1f} ms  "
+        f"loop lag {r['worst_loop_lag_ms']:>8.1f} ms  "
         f"peak RSS {r['peak_rss_mib']:>6.0f} MiB  {'meets' if met else 'MISSES'} the goal",
         flush=True,
     )

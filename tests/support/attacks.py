@@ -13,8 +13,9 @@ suite sends small attacks and the benchmark the largest the sink's limits allow:
   ``declared_frame`` (a size prefix larger than the listener takes);
 - raw HTTP/1.1 (``http_request``, ``http_exchange``): header bytes exactly as given (``\\xff`` in a
   client id), bodies sent all at once or not at all;
-- ``HealthProber``: a thread that asks ``GET /healthz`` over and over on fresh connections and
-  records each answer and how long it took, so a stalled event loop shows as a slow or failed probe;
+- ``HealthProber``: a process of its own that asks ``GET /healthz`` over and over on fresh
+  connections and records each answer and how long it took, so a stalled event loop shows as a slow
+  or failed probe (and the load of the process that started it does not);
   ``reset_peak_rss`` and ``peak_rss_bytes``: the sink's peak resident memory over an attack.
 """
 
@@ -23,11 +24,15 @@ from __future__ import annotations
 import asyncio
 import gzip
 import http.client
+import json
+import select
 import struct
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 import zstandard
@@ -51,6 +56,9 @@ __all__ = [
     "zstd_bomb",
     "zstd_frames",
 ]
+
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 
 
 def _varint(n: int) -> bytes:
@@ -191,45 +199,54 @@ class Probe:
 
 @dataclass
 class HealthProber:
-    """``GET /healthz`` on a fresh connection every ``pause_s`` in a thread, until ``stop``; each
-    probe gives up after ``timeout_s``."""
+    """``GET /healthz`` on a fresh connection every ``pause_s``, until ``stop``; each probe gives up
+    after ``timeout_s``. The probes run in a Python process of their own (this module run with ``-m``),
+    so that their latency is the sink's and not that of a busy process beside it (a client fleet
+    sharing the GIL); ``probes`` holds them once stopped."""
 
     port: int
     pause_s: float = 0.02
     timeout_s: float = 10.0
     probes: list[Probe] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> HealthProber:
-        self._thread = threading.Thread(target=self._run, name="healthz-prober", daemon=True)
-        self._thread.start()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(self.port), str(self.pause_s), str(self.timeout_s)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=REPO_ROOT,
+        )
         return self
 
     def stop(self) -> list[Probe]:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        """Stop probing (closing the prober's stdin) and collect every probe it made."""
+        if self._process is not None:
+            out, _ = self._process.communicate()
+            if self._process.returncode != 0:
+                raise RuntimeError(f"the /healthz prober exited {self._process.returncode}")
+            self.probes = [Probe(status, seconds) for status, seconds in json.loads(out)]
+            self._process = None
         return self.probes
 
-    def worst_s(self, since: int = 0) -> float:
-        """The slowest probe from index ``since`` on."""
-        return max((p.seconds for p in self.probes[since:]), default=0.0)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.perf_counter()
+def _probe_until_stdin_closes(port: int, pause_s: float, timeout_s: float) -> list[tuple[int, float]]:
+    """The prober process: (status, seconds) of each probe until its stdin reaches its end."""
+    probes: list[tuple[int, float]] = []
+    while True:
+        started = time.perf_counter()
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
             try:
-                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout_s)
-                try:
-                    connection.request("GET", "/healthz")
-                    status = connection.getresponse().status
-                finally:
-                    connection.close()
-            except (OSError, http.client.HTTPException):
-                status = 0
-            self.probes.append(Probe(status, time.perf_counter() - started))
-            self._stop.wait(self.pause_s)
+                connection.request("GET", "/healthz")
+                status = connection.getresponse().status
+            finally:
+                connection.close()
+        except (OSError, http.client.HTTPException):
+            status = 0
+        probes.append((status, time.perf_counter() - started))
+        if select.select([sys.stdin], [], [], pause_s)[0]:  # readable: closed by ``stop``
+            return probes
 
 
 def reset_peak_rss(pid: int) -> int:
@@ -251,3 +268,8 @@ def _status_bytes(pid: int, key: str) -> int:
             if line.startswith(f"{key}:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError(f"no {key} for pid {pid}")
+
+
+if __name__ == "__main__":  # ``HealthProber``'s process
+    port, pause_s, timeout_s = sys.argv[1:]
+    json.dump(_probe_until_stdin_closes(int(port), float(pause_s), float(timeout_s)), sys.stdout)
