@@ -3,6 +3,7 @@ landing in Delta, SIGTERM; and the open-file limit it raises at start (F9)."""
 
 from __future__ import annotations
 
+import gc
 import resource
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from opentelemetry.sdk.metrics.export import MetricExportResult
 
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
+from ingest.server import freeze_start_up_objects
 from subscriptions import Errors
 from tests.support.otlp import sdk_metrics
 from tests.support.process import CLI, Running, running_sink
@@ -91,3 +93,17 @@ def test_F9_serve_raises_the_soft_open_file_limit_to_the_hard_one(tmp_path: Path
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     open_files = next(line for line in limits.splitlines() if line.startswith("Max open files"))
     assert open_files.split()[3:5] == [str(hard), str(hard)]
+
+
+def test_start_up_objects_are_frozen_out_of_every_later_full_collection() -> None:
+    """A full collection walks every tracked object; what start-up made (modules, schemas) lives as
+    long as the process, so serve freezes it: later collections walk only what serving made."""
+    alive = gc.get_count()
+    try:
+        frozen = freeze_start_up_objects()
+        assert frozen == gc.get_freeze_count() > 10_000  # the import-time world: most of the process
+        assert gc.get_count()[2] <= alive[2]  # the oldest generation no longer holds them
+        made_later = [[index] for index in range(1000)]
+        assert gc.is_tracked(made_later[0])  # what serving makes is collected as usual
+    finally:
+        gc.unfreeze()
