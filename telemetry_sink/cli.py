@@ -1,6 +1,11 @@
 """The ``telemetry-sink`` command line: the front end's subcommands (``ingest.cli``: ``serve``,
 ``maintain``, ``admin``, ``loadgen``) and the Spark side's (``spark_jobs.cli``: ``rollup``,
-``dashboard``) under one parser. Each subcommand carries the function that runs it."""
+``dashboard``) under one parser. Each subcommand carries the function that runs it.
+
+Importing this module is cheap: the subcommands' modules (the sink, Spark, pandas) are imported when
+the parser is built, not before. The ``telemetry-sink`` script imports it, and so does every process
+Python's ``spawn`` starts from the sink (its payload decoders re-import the main script): they stay
+small (``ingest.decoding``)."""
 
 from __future__ import annotations
 
@@ -8,10 +13,6 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
-
-from exporters import storage_option
-from ingest import cli as ingest_cli
-from spark_jobs import cli as spark_cli
 
 __all__ = ["build_parser", "main"]
 
@@ -24,6 +25,10 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from exporters import storage_option  # noqa: PLC0415 - see the module docstring
+    from ingest import cli as ingest_cli  # noqa: PLC0415
+    from spark_jobs import cli as spark_cli  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(
         prog="telemetry-sink",
         description=(

@@ -64,14 +64,18 @@ class QuotaSampleRecorder:
                 self._sequence = await asyncio.to_thread(self.appender.committed_version) + 1
             sequence = self._sequence
             self._sequence += 1
-            data = quota_samples_to_table(samples, now_ms, self.writer_id)
-            await asyncio.to_thread(self.appender.append, data, sequence)
+            await asyncio.to_thread(self._append, samples, now_ms, sequence)
         except Exception as exc:
             log.error("quota snapshot not stored in %s: %s", self.table_uri, exc)
             self._health = Health(False, f"last snapshot failed: {exc}")
             return False
         self._health = Health(True, f"stored {len(samples)} samples")
         return True
+
+    def _append(self, samples: Sequence[QuotaSample], now_ms: int, sequence: int) -> None:
+        """Convert and commit one snapshot, off the event loop (a snapshot holds a row per quota entity:
+        thousands with many clients)."""
+        self.appender.append(quota_samples_to_table(samples, now_ms, self.writer_id), sequence)
 
     async def run(
         self,

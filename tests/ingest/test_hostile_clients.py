@@ -305,17 +305,27 @@ class Watch:
     attacker_kafka_pushes: int = 0
     """Pushes the attacker had accepted on the Kafka port (they share the sink's counters)."""
 
+    def _landed_and_answered(self, sink: Running) -> tuple[Counter[str], Counter[str]]:
+        """The rows by client id and the Kafka port's push answers, read while no answer came in
+        between (a closing librdkafka client's last push may still be on its way)."""
+        for _ in range(100):
+            before = _answers(sink, "kafka", "PushTelemetry") if self.librdkafka else Counter[str]()
+            rows = _rows_by_client(sink)
+            after = _answers(sink, "kafka", "PushTelemetry") if self.librdkafka else Counter[str]()
+            if before == after:
+                return rows, after
+        raise AssertionError("the Kafka port kept answering pushes after the clients stopped")
+
     def assert_unharmed(self, sink: Running) -> None:
         """(b) and (c): every well-behaved push accepted at once and landed; every probe answered."""
         for outcomes in self.fleet:
             assert outcomes.refused == [], f"{outcomes.client_id} was refused: {outcomes.refused[:5]}"
             assert outcomes.accepted >= MIN_PUSHES, outcomes
-        rows = _rows_by_client(sink)
+        rows, answers = self._landed_and_answered(sink)
         assert {o.client_id: rows[o.client_id] for o in self.fleet} == {
             o.client_id: o.accepted for o in self.fleet
         }
         if self.librdkafka is not None:
-            answers = _answers(sink, "kafka", "PushTelemetry")
             assert set(answers) == {"NONE"}, answers
             assert rows[self.librdkafka] == answers["NONE"] - self.attacker_kafka_pushes >= MIN_PUSHES
         probes = self.prober.probes

@@ -250,16 +250,31 @@ def _probe_until_stdin_closes(port: int, pause_s: float, timeout_s: float) -> li
 
 
 def reset_peak_rss(pid: int) -> int:
-    """Start measuring a process's peak resident memory afresh (Linux: ``VmHWM`` back to the current
-    RSS, by writing 5 to ``/proc/<pid>/clear_refs``); the current RSS in bytes."""
-    with open(f"/proc/{pid}/clear_refs", "w") as clear:
-        clear.write("5")
-    return _status_bytes(pid, "VmRSS")
+    """Start measuring the peak resident memory of a process and its descendants (the sink's decoder
+    processes) afresh (Linux: ``VmHWM`` back to the current RSS, by writing 5 to
+    ``/proc/<pid>/clear_refs``); their current RSS in bytes, summed."""
+    tree = _process_tree(pid)
+    for member in tree:
+        with open(f"/proc/{member}/clear_refs", "w") as clear:
+            clear.write("5")
+    return sum(_status_bytes(member, "VmRSS") for member in tree)
 
 
 def peak_rss_bytes(pid: int) -> int:
-    """A process's peak resident memory since it started or since ``reset_peak_rss``."""
-    return _status_bytes(pid, "VmHWM")
+    """The peak resident memory of a process and its descendants since ``reset_peak_rss`` (or since
+    each started), summed: an upper bound of what they held at once."""
+    return sum(_status_bytes(member, "VmHWM") for member in _process_tree(pid))
+
+
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and every process it started, and they started (``/proc/<pid>/task/*/children``)."""
+    tree, pending = [], [pid]
+    while pending:
+        member = pending.pop()
+        tree.append(member)
+        for task in Path(f"/proc/{member}/task").iterdir():
+            pending += [int(child) for child in (task / "children").read_text().split()]
+    return tree
 
 
 def _status_bytes(pid: int, key: str) -> int:
