@@ -28,7 +28,6 @@ Answers are JSON with ``error_code``, ``error`` (the Kafka error name) and ``mes
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal, cast
 
@@ -44,6 +43,7 @@ from ingest.config_log import (
     entity_parts,
 )
 from ingest.errors import admin_http_status, retry_after_seconds
+from ingest.http_app import small_json
 from ingest.identity import ANONYMOUS, parse_instance_id
 from ingest.quotas import DEFAULT, ClientQuotaEntity
 from subscriptions import AdminResult, ClientContext, Errors
@@ -82,9 +82,9 @@ async def _json(request: web.Request, default: Any) -> Any:
     if not request.can_read_body:
         return default
     try:
-        return json.loads(await request.read() or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise _BadRequestError(f"the body is not JSON: {exc}") from exc
+        return small_json(await request.read() or b"null")
+    except ValueError as exc:
+        raise _BadRequestError(str(exc)) from exc
 
 
 def _flag(request: web.Request, name: str) -> bool:

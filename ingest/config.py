@@ -28,6 +28,7 @@ server:
   grpc_max_connection_idle_ms: 600000  # GOAWAY to a connection without RPCs this long
   grpc_max_connection_age_ms: null
   grpc_max_connection_age_grace_ms: null
+  grpc_max_receive_message_bytes: 4194304  # one gRPC message, buffered before its handler (4 MiB)
 limits:                         # what one request may hold (ingest.limits; every key and default there)
   max_data_points: 100000
 kafka_listener:                 # the Kafka wire-protocol listener (ingest.kafka)
@@ -146,6 +147,12 @@ class SinkConfigError(ValueError):
         self.problems = problems
 
 
+DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES: Final = 4 * 1024 * 1024
+"""gRPC buffers a whole message before the handler (and so before authentication and admission) sees
+it, on each of a connection's streams: 4 MiB, as the OTel Collector's OTLP gRPC receiver. A bigger
+message is refused by gRPC itself with RESOURCE_EXHAUSTED, which OTLP clients do not retry."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     """The gRPC and HTTP servers, and what every listener shares.
@@ -193,6 +200,7 @@ class ServerConfig:
     grpc_max_connection_idle_ms: int | None = 600_000
     grpc_max_connection_age_ms: int | None = None
     grpc_max_connection_age_grace_ms: int | None = None
+    grpc_max_receive_message_bytes: int = DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES
 
     def grpc_options(self) -> list[tuple[str, int]]:
         """The gRPC server's connection limits as channel arguments; ValueError for a bad value."""
@@ -242,6 +250,7 @@ class ServerConfig:
             "max_concurrent_requests",
             "overload_retry_after_ms",
             "decode_processes",
+            "grpc_max_receive_message_bytes",
         ):
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
@@ -565,6 +574,14 @@ class SinkConfig:
             problems.append(
                 f"kafka_listener.socket_request_max_bytes must be at least telemetry.max.bytes + 64 KiB "
                 f"({max_push}), or the largest pushes close their connection"
+            )
+        if (
+            _is_int(self.server.grpc_max_receive_message_bytes)
+            and self.server.grpc_max_receive_message_bytes < max_push
+        ):
+            problems.append(
+                f"server.grpc_max_receive_message_bytes must be at least telemetry.max.bytes + 64 KiB "
+                f"({max_push}), or gRPC refuses the largest pushes before the sink can answer them"
             )
         store = SubscriptionStore.for_config(self.client_metrics)
         for name, properties in self.subscriptions.items():

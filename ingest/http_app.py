@@ -60,6 +60,7 @@ from ingest.errors import (
 from ingest.identity import INSTANCE_ID_HEADER, ClientTextError, http_client_context, parse_instance_id
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.metrics import CONTENT_TYPE, Rpc
+from ingest.otlp_json import json_elements
 from ingest.pipeline import OtlpOutcome, TelemetryPipeline
 from ingest.security import AuthenticationError, Authenticator
 from subscriptions import (
@@ -75,11 +76,13 @@ __all__ = [
     "AUTHENTICATOR",
     "GET_PATH",
     "LIMITS",
+    "MAX_JSON_BODY_VALUES",
     "OTLP_METRICS_PATH",
     "PUSH_PATH",
     "SERVER_OPTIONS",
     "create_http_app",
     "request_client",
+    "small_json",
 ]
 
 log = logging.getLogger(__name__)
@@ -159,13 +162,31 @@ def _field(body: Mapping[str, Any], name: str, kind: type, default: Any) -> Any:
     return value
 
 
+MAX_JSON_BODY_VALUES: Final = 1024
+"""The JSON bodies of the KIP-714 and admin requests hold a few fields: more values than this (counted
+at C speed before parsing: ``otlp_json.json_elements``) are refused 400 without being parsed."""
+
+
+def small_json(raw: bytes) -> Any:
+    """A KIP-714 or admin request's JSON body, parsed only if it holds at most
+    ``MAX_JSON_BODY_VALUES`` values; ``ValueError`` saying why not."""
+    if json_elements(raw) > MAX_JSON_BODY_VALUES:
+        raise ValueError(f"the body holds more than {MAX_JSON_BODY_VALUES} JSON values")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("the body is nested too deep") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"the body is not JSON: {exc}") from exc
+
+
 async def _json_body(request: web.Request) -> Mapping[str, Any]:
     if not request.can_read_body:
         return {}
     try:
-        body = json.loads(await request.read() or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise _BadRequestError(f"the body is not JSON: {exc}") from exc
+        body = small_json(await request.read() or b"{}")
+    except ValueError as exc:
+        raise _BadRequestError(str(exc)) from exc
     if not isinstance(body, dict):
         raise _BadRequestError("the body must be a JSON object")
     return body

@@ -6,7 +6,7 @@ value (it reflects on descriptors for every member), so the conversion is bounde
 1. ``max_json_elements``: the commas, ``{`` and ``[`` of the body, counted at C speed, are an upper
    bound on its values (members and array items) and containers; over it: ``StructureLimitError``
    (TELEMETRY_TOO_LARGE, 413), before anything is parsed. At the default (100,000) the conversion
-   takes at most about 2.5 s of a decoder thread and ``json.loads`` builds at most that many objects.
+   takes at most about 2.5 s of a decoder process and ``json.loads`` builds at most that many objects.
 2. ``json.loads`` (C; its own recursion guard turns a body nested about a thousand deep into
    ``RecursionError``, refused here);
 3. ``json_format.ParseDict`` with ``max_recursion_depth`` = ``max_json_depth``.
@@ -55,11 +55,13 @@ def otlp_json_to_protobuf(text: bytes, limits: RequestLimits) -> bytes:
         raise _too_deep(limits) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidPayloadError(f"not OTLP JSON: {exc}") from exc
+    if not isinstance(tree, dict):
+        raise InvalidPayloadError(f"not OTLP JSON: the body is a JSON {type(tree).__name__}, not an object")
     try:
         message = json_format.ParseDict(
             tree, ExportMetricsServiceRequest(), max_recursion_depth=limits.max_json_depth
         )
-    except (json_format.ParseError, RecursionError) as exc:
+    except (json_format.ParseError, RecursionError, TypeError, ValueError, AttributeError) as exc:
         if isinstance(exc, RecursionError) or "too deep" in str(exc):
             raise _too_deep(limits) from None
         raise InvalidPayloadError(f"not OTLP JSON: {exc}") from exc

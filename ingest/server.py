@@ -164,10 +164,9 @@ class Sink:
         server = self.config.server
         await self.config_log.catch_up()  # serve with every change made so far
         await self.exporter.start()
-        # gRPC's 4 MiB default would refuse a large OTLP batch before the codec's own cap could answer it
         self._grpc = grpc.aio.server(
             options=[
-                ("grpc.max_receive_message_length", server.max_decompressed_bytes),
+                ("grpc.max_receive_message_length", server.grpc_max_receive_message_bytes),
                 *server.grpc_options(),
             ]
         )

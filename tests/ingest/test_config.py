@@ -366,3 +366,18 @@ def test_kafka_listener_request_limit_must_leave_room_for_the_largest_push() -> 
                 "kafka_listener": {"socket_request_max_bytes": 2097152},
             }
         )
+
+
+def test_grpc_message_limit_must_leave_room_for_the_largest_push() -> None:
+    with pytest.raises(SinkConfigError) as info:
+        SinkConfig.from_document({"client_metrics": {"telemetry.max.bytes": 8 * 1024 * 1024}})
+    problems = "\n".join(info.value.problems)
+    assert "server.grpc_max_receive_message_bytes must be at least telemetry.max.bytes + 64 KiB" in problems
+    raised = SinkConfig.from_document(
+        {
+            "client_metrics": {"telemetry.max.bytes": 8 * 1024 * 1024},
+            "server": {"grpc_max_receive_message_bytes": 9 * 1024 * 1024},
+            "kafka_listener": {"socket_request_max_bytes": 9 * 1024 * 1024},
+        }
+    )
+    assert raised.server.grpc_max_receive_message_bytes == 9 * 1024 * 1024

@@ -111,6 +111,7 @@ async def test_PD_7_a_throttled_answer_carries_retry_after(served: Served) -> No
 
 BAD = "INVALID_REQUEST"
 OCTETS = {"Content-Type": "application/octet-stream"}
+JSON_TYPE = {"Content-Type": "application/json"}
 FIVE = str(UUID(int=5))
 
 
@@ -119,6 +120,8 @@ FIVE = str(UUID(int=5))
     [
         ({"content": b"{not json", "headers": {"Content-Type": "application/json"}}, 400, BAD, "not JSON"),
         ({"json": [1, 2]}, 400, BAD, "JSON object"),
+        ({"content": b"[" * 1_020 + b"]" * 1_020, "headers": JSON_TYPE}, 400, BAD, "nested too deep"),
+        ({"json": {"client_instance_id": FIVE, "x": [0] * 2000}}, 400, BAD, "more than 1024 JSON values"),
         ({"json": {"client_instance_id": "nope"}}, 400, BAD, "is not a UUID"),
         ({"json": {"client_instance_id": FIVE, "subscription_id": "7"}}, 400, BAD, "must be an integer"),
         ({"json": {"client_instance_id": FIVE, "metrics": "***"}}, 400, BAD, "not base64"),

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
 
 import pytest
 from google.protobuf import json_format
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
 from exporters import InMemoryExporter
-from ingest.codec import InvalidPayloadError
+from ingest.codec import InvalidPayloadError, PayloadError
 from ingest.http_app import OTLP_METRICS_PATH
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.otlp_json import json_elements, otlp_json_to_protobuf
@@ -50,6 +53,51 @@ def test_json_elements_bound_every_value_and_container() -> None:
         children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
         stack.extend(children)
     assert values <= json_elements(text) + 1
+
+
+def _values(tree: object) -> int:
+    values, stack = 0, [tree]
+    while stack:
+        node = stack.pop()
+        values += 1
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
+        stack.extend(children)
+    return values
+
+
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+_KEYS = st.sampled_from(
+    ["resourceMetrics", "resource", "attributes", "key", "value", "stringValue", "arrayValue", "values",
+     "kvlistValue", "scopeMetrics", "metrics", "name", "gauge", "dataPoints", "asInt", "timeUnixNano", "x"]
+)  # fmt: skip
+_TREES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=40,
+)
+_SMALL = RequestLimits(max_json_elements=60, max_json_depth=6)
+
+
+@given(tree=_TREES, limits=st.sampled_from([_SMALL, DEFAULT_LIMITS]))
+def test_fuzz_any_json_converts_or_is_refused_with_a_payload_error_and_is_counted_before_parsing(
+    tree: object, limits: RequestLimits
+) -> None:
+    """Every JSON tree, OTLP-shaped or not: protobuf bytes, or a PayloadError (an OTLP answer), never
+    anything else; and the C-speed count before ``json.loads`` bounds the values it would build, so the
+    conversion's work grows with the body, never faster."""
+    text = json.dumps(tree).encode()
+    assert _values(tree) <= json_elements(text) + 1 <= len(text) + 1
+    try:
+        converted = otlp_json_to_protobuf(text, limits)
+    except PayloadError:
+        return
+    assert ExportMetricsServiceRequest.FromString(converted).ByteSize() == len(converted)
+
+
+@given(st.binary(max_size=200))
+def test_fuzz_bytes_that_are_not_json_are_refused_with_a_payload_error(text: bytes) -> None:
+    with contextlib.suppress(PayloadError):
+        otlp_json_to_protobuf(text, DEFAULT_LIMITS)
 
 
 @pytest.mark.parametrize("depth", [DEFAULT_LIMITS.max_json_depth + 1, 100_000])
