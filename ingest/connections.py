@@ -21,7 +21,8 @@ This module owns:
     a flood of connections over ``max.connections`` costs a bounded number of file descriptors.
 
   With TLS the handshake runs only after the connection was admitted (``loop.start_tls``), as in
-  Kafka, so a refused connection costs no handshake.
+  Kafka, so a refused connection costs no handshake; it must end within ``max_wait_ms`` too
+  (asyncio's own default is 60 s), or the socket is closed.
 - ``HttpTimeouts``: how long an HTTP connection may take to send a request (headers, then body) and
   may stay idle between requests. ``QuotaGatedSite`` wraps each aiohttp connection in a watchdog that
   aborts it (its socket and count released) when a request's headers are not complete within
@@ -287,7 +288,11 @@ class _GatedConnection(asyncio.Protocol):
         if site.ssl_context is not None:
             try:
                 tls = await asyncio.get_running_loop().start_tls(
-                    transport, self, site.ssl_context, server_side=True
+                    transport,
+                    self,
+                    site.ssl_context,
+                    server_side=True,
+                    ssl_handshake_timeout=site.limits.max_wait_ms / 1000,
                 )
             except OSError as exc:  # ssl.SSLError, a reset, the handshake timeout
                 log.debug("TLS handshake with %s failed: %s", self._ip, exc)

@@ -353,6 +353,19 @@ async def test_CONN_3_tls_starts_after_admission_and_a_refused_connection_gets_n
         await eventually(lambda: served.connections.total == 0)
 
 
+async def test_F9_a_tls_handshake_that_never_comes_is_closed_after_the_gates_wait_limit(
+    tls: tuple[ssl.SSLContext, ssl.SSLContext],
+) -> None:
+    """asyncio would wait 60 s for a ClientHello; the gate's ``max_wait_ms`` bounds the handshake too."""
+    server_context, _ = tls
+    limits = GateLimits(max_waiting=10, max_wait_ms=200)
+    async with serving({}, ssl_context=server_context, gate_limits=limits) as served:
+        silent = await Client.connect(served)  # admitted, then sends nothing at all
+        await eventually(lambda: served.connections.get(IP) == 1)
+        assert await silent.closed_by_server()
+        await eventually(lambda: served.connections.total == 0)
+
+
 # -- what grpcio enforces ----------------------------------------------------------------------
 
 
