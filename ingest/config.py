@@ -567,22 +567,22 @@ class SinkConfig:
         if kafka_port and kafka_port in (self.server.grpc_port, self.server.http_port):
             problems.append("kafka_listener.port must differ from server.grpc_port and server.http_port")
         max_push = self.client_metrics.telemetry_max_bytes + _REQUEST_OVERHEAD_BYTES
-        if (
-            _is_int(self.kafka_listener.socket_request_max_bytes)
-            and self.kafka_listener.socket_request_max_bytes < max_push
+        for key, value, consequence in (
+            (
+                "kafka_listener.socket_request_max_bytes",
+                self.kafka_listener.socket_request_max_bytes,
+                "the largest pushes close their connection",
+            ),
+            (
+                "server.grpc_max_receive_message_bytes",
+                self.server.grpc_max_receive_message_bytes,
+                "gRPC refuses the largest pushes before the sink can answer them",
+            ),
         ):
-            problems.append(
-                f"kafka_listener.socket_request_max_bytes must be at least telemetry.max.bytes + 64 KiB "
-                f"({max_push}), or the largest pushes close their connection"
-            )
-        if (
-            _is_int(self.server.grpc_max_receive_message_bytes)
-            and self.server.grpc_max_receive_message_bytes < max_push
-        ):
-            problems.append(
-                f"server.grpc_max_receive_message_bytes must be at least telemetry.max.bytes + 64 KiB "
-                f"({max_push}), or gRPC refuses the largest pushes before the sink can answer them"
-            )
+            if _is_int(value) and value < max_push:
+                problems.append(
+                    f"{key} must be at least telemetry.max.bytes + 64 KiB ({max_push}), or {consequence}"
+                )
         store = SubscriptionStore.for_config(self.client_metrics)
         for name, properties in self.subscriptions.items():
             if not isinstance(properties, dict):

@@ -199,7 +199,8 @@ def scan_metrics(payload: bytes, limits: RequestLimits) -> Structure:
             children = _CHILDREN[types[-1]]
             end = ends[-1]
             continue
-        # the tag (a varint)
+        # the tag (a varint; varints are read inline, as the length below: this loop runs once per
+        # message of every payload, and a call per varint would cost more than the reading)
         byte = data[position]
         position += 1
         tag = byte & 0x7F
