@@ -22,6 +22,7 @@ request holds:
 | ``max_entity_counters`` | 10,000 | the per-quota-entity request counters kept between quota snapshots |
 | ``max_compressed_frames`` | 64 | gzip members, lz4 or zstd frames in one payload (Kafka clients send one) |
 | ``max_held_clients`` | 10,000 | clients held at once for a quota throttle (HTTP, gRPC); more are not held |
+| ``max_quota_entities`` | 50,000 | quota entities with sensors per quota type (~6 KB each); LRU evicted |
 
 Over a payload limit, a KIP-714 push is answered TELEMETRY_TOO_LARGE (118, retried at the next
 interval, PD-12) and an OTLP export 413 / RESOURCE_EXHAUSTED without retry information; client text
@@ -54,6 +55,7 @@ class RequestLimits:
     max_entity_counters: int = 10_000
     max_compressed_frames: int = 64
     max_held_clients: int = 10_000
+    max_quota_entities: int = 50_000
 
     def validate(self) -> list[str]:
         """Every problem at once: each limit is an integer between 1 and 2**31 - 1."""

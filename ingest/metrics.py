@@ -19,7 +19,10 @@ the engines:
   are counted under the one entity ``OVERFLOW_TAGS`` (``overflow="true"``) and in
   ``telemetry_sink_entity_counters_overflowed_total``. The clients held for a quota throttle
   (``holds``, at most ``limits.max_held_clients``): ``telemetry_sink_held_clients`` and
-  ``telemetry_sink_holds_refused_total`` (throttled clients not held because that many were);
+  ``telemetry_sink_holds_refused_total`` (throttled clients not held because that many were). The
+  quota engine keeps sensors for at most ``limits.max_quota_entities`` entities per quota type:
+  ``telemetry_sink_quota_entities`` and ``telemetry_sink_quota_entities_evicted_total`` by
+  ``quota_type`` (the least recently recorded entity's sensors removed to make room);
 - the event loop's lag (``ingest.loop_lag``): ``telemetry_sink_event_loop_lag_seconds`` (a histogram)
   and ``telemetry_sink_event_loop_lag_max_seconds`` (the largest since the previous scrape).
 """
@@ -108,6 +111,23 @@ class SinkCollector(Collector):
             for tags, value in values:
                 gauge.add_metric([tags.get(label, "") for label in labels], value)
         yield from families.values()
+        yield from self._quota_entities()
+
+    def _quota_entities(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """The quota entities kept with sensors, and those evicted, by quota type."""
+        kept = GaugeMetricFamily(
+            "telemetry_sink_quota_entities", "Quota entities with sensors now", labels=["quota_type"]
+        )
+        evicted = CounterMetricFamily(
+            "telemetry_sink_quota_entities_evicted",
+            "Quota entities whose sensors were evicted: limits.max_quota_entities entities had sensors",
+            labels=["quota_type"],
+        )
+        for manager in self.quotas.client_managers():
+            kept.add_metric([manager.quota_type.value], manager.entity_count)
+            evicted.add_metric([manager.quota_type.value], manager.entities_evicted)
+        yield kept
+        yield evicted
 
 
 class RequestObservation:

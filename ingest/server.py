@@ -117,7 +117,9 @@ class Sink:
         self.clock = SystemClock()
         store = config.subscription_store()
         self.manager = ClientMetricsManager(store, config.client_metrics)
-        self.quotas = create_quota_managers(config.quotas, self.clock)
+        self.quotas = create_quota_managers(
+            config.quotas, self.clock, max_quota_entities=config.limits.max_quota_entities
+        )
         image = ConfigImage(store, self.quotas)
         for entity, key, value in config.client_quotas:
             image.apply(QuotaChange(entity, key, value))

@@ -7,15 +7,25 @@ name (shared by every client with the same tags); a violation is answered with t
 must wait (``throttle.throttle_time_ms``). While no quota has ever been set (the QUO-3 mask is 0)
 recording does nothing. Limit changes apply to existing sensors without resetting what they recorded.
 
+The entities a manager keeps sensors for are chosen by clients (a ``<default>`` client-id quota gives
+every client id its own), so they are capped: at most ``max_entities`` (``limits.max_quota_entities``)
+per manager. A new entity over the cap evicts the one recorded least recently, removing all of its
+sensors (counted in ``entities_evicted``); Kafka has no cap and keeps them until an hour without
+records. Eviction only forgets the evicted entity's own rate history, so it can only make that
+entity's next throttle smaller, never another entity's larger. The lookups from (user, client-id) to
+sensors are a cache of as many entries, the oldest dropped first.
+
 The request-time quota (``ClientRequestQuotaManager``) is this manager with a bounded throttle.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from ingest.limits import DEFAULT_LIMITS
 from ingest.quotas.callback import ClientQuotaCallback, DefaultQuotaCallback
 from ingest.quotas.entities import CUSTOM, ClientQuotaEntity, ClusterMetadata, QuotaType
 from ingest.quotas.java import DOUBLE_MAX, INT_MAX, LONG_MAX
@@ -34,10 +44,12 @@ NO_LIMIT: Final = float(LONG_MAX)
 
 @dataclass(frozen=True, slots=True)
 class QuotaManagerConfig:
-    """``quota.window.num`` x ``quota.window.size.seconds`` (or the controller's pair)."""
+    """``quota.window.num`` x ``quota.window.size.seconds`` (or the controller's pair), and the most
+    entities kept with sensors (``limits.max_quota_entities``)."""
 
     num_quota_samples: int = 11
     quota_window_size_seconds: int = 1
+    max_entities: int = DEFAULT_LIMITS.max_quota_entities
 
     @property
     def window_ms(self) -> int:
@@ -50,12 +62,15 @@ class QuotaManagerConfig:
 
 @dataclass(slots=True)
 class ClientSensors:
-    """The sensors one set of quota metric tags records into."""
+    """The sensors one set of quota metric tags (one entity, ``name``) records into."""
 
+    name: str
     tags: Mapping[str, str]
     quota_sensor: Sensor
     quota_metric: KafkaMetric
     throttle_sensor: Sensor
+    evicted: bool = False
+    """Set when the cap evicted this entity: lookups still pointing here must look up afresh."""
 
 
 class ClientQuotaManager:
@@ -79,11 +94,19 @@ class ClientQuotaManager:
         self._custom = callback is not None and type(callback) is not DefaultQuotaCallback
         self.callback: ClientQuotaCallback = callback if callback is not None else DefaultQuotaCallback()
         self._mask = CUSTOM if self._custom else 0
-        self._by_client: dict[tuple[str, str], ClientSensors] = {}
-        self._by_sensor: dict[str, ClientSensors] = {}
+        self._by_client: OrderedDict[tuple[str, str], ClientSensors] = OrderedDict()
+        self._by_sensor: OrderedDict[str, ClientSensors] = OrderedDict()
+        """The entities, least recently recorded first."""
+        self.entities_evicted = 0
+        """Entities whose sensors were removed to keep at most ``config.max_entities``."""
         self.throttle_queue = ThrottleQueue(quota_type.value, metrics, now_ms)
 
     # -- recording --------------------------------------------------------------------------
+
+    @property
+    def entity_count(self) -> int:
+        """The entities with sensors now (at most ``config.max_entities``)."""
+        return len(self._by_sensor)
 
     @property
     def quotas_enabled(self) -> bool:
@@ -97,8 +120,10 @@ class ClientQuotaManager:
         if not self._mask:
             return 0
         sensors = None if self._custom else self._by_client.get((principal, client_id))
-        if sensors is None:
+        if sensors is None or sensors.evicted:
             sensors = self._sensors_for(principal, client_id, now_ms)
+        else:
+            self._by_sensor.move_to_end(sensors.name)
         try:
             sensors.quota_sensor.record(value, now_ms)
         except QuotaViolationError as violation:
@@ -214,17 +239,29 @@ class ClientQuotaManager:
             self.update_quota_metric_configs()
         key = (principal, client_id)
         sensors = self._by_client.get(key)
-        if sensors is not None:
-            return sensors
-        tags = self.callback.quota_metric_tags(self.quota_type, principal, client_id)
-        suffix = ":".join(tags.values())
-        name = f"{self.quota_type.value}-{suffix}"
-        sensors = self._by_sensor.get(name)
-        if sensors is None:
-            sensors = self._create_sensors(name, suffix, tags, now_ms)
-            self._by_sensor[name] = sensors
-        self._by_client[key] = sensors
+        if sensors is None or sensors.evicted:
+            tags = self.callback.quota_metric_tags(self.quota_type, principal, client_id)
+            suffix = ":".join(tags.values())
+            name = f"{self.quota_type.value}-{suffix}"
+            sensors = self._by_sensor.get(name)
+            if sensors is None:
+                if len(self._by_sensor) >= self.config.max_entities:
+                    self._evict_least_recent()
+                sensors = self._create_sensors(name, suffix, tags, now_ms)
+                self._by_sensor[name] = sensors
+            self._by_client[key] = sensors
+            if len(self._by_client) > self.config.max_entities:
+                self._by_client.popitem(last=False)
+        self._by_sensor.move_to_end(sensors.name)
         return sensors
+
+    def _evict_least_recent(self) -> None:
+        """Remove every sensor of the entity recorded least recently, and count it."""
+        _, sensors = self._by_sensor.popitem(last=False)
+        sensors.evicted = True
+        self.metrics.remove_sensor(sensors.quota_sensor.name)
+        self.metrics.remove_sensor(sensors.throttle_sensor.name)
+        self.entities_evicted += 1
 
     def _create_sensors(self, name: str, suffix: str, tags: Mapping[str, str], now_ms: int) -> ClientSensors:
         group = self.quota_type.value
@@ -240,7 +277,7 @@ class ClientQuotaManager:
         )
         if created:
             throttle_sensor.add(MetricName.of("throttle-time", group, tags), Avg())
-        return ClientSensors(tags, quota_sensor, quota_sensor.metrics[0], throttle_sensor)
+        return ClientSensors(name, tags, quota_sensor, quota_sensor.metrics[0], throttle_sensor)
 
     def _add_quota_metrics(self, sensor: Sensor, tags: Mapping[str, str]) -> None:
         """Give a new quota sensor its metrics; the first one carries the quota."""

@@ -3,7 +3,8 @@
 ``QuotaManagers`` holds the byte-rate managers (PRODUCE for pushed bytes, FETCH for bytes served
 back), the request-time manager, the mutation-quota manager, the connection quotas and the shared
 metrics registry; ``alter`` routes an AlterClientQuotas-style change to the manager that owns the key;
-``run_reapers`` runs the one reaper task per quota type; ``expire`` drops idle sensors.
+``run_reapers`` runs the one reaper task per quota type; ``expire`` drops idle sensors. Each client
+manager keeps sensors for at most ``max_quota_entities`` entities (``limits.max_quota_entities``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 
+from ingest.limits import DEFAULT_LIMITS
 from ingest.quotas.callback import ClientQuotaCallback, load_quota_callback
 from ingest.quotas.client_quota_manager import ClientQuotaManager, QuotaManagerConfig
 from ingest.quotas.clock import Clock
@@ -97,8 +99,10 @@ def create_quota_managers(
     *,
     inter_broker_listener: str | None = None,
     callback: ClientQuotaCallback | None = None,
+    max_quota_entities: int = DEFAULT_LIMITS.max_quota_entities,
 ) -> QuotaManagers:
-    """Build every manager from ``config`` (raising QuotaConfigError for a bad config)."""
+    """Build every manager from ``config`` (raising QuotaConfigError for a bad config), each keeping
+    sensors for at most ``max_quota_entities`` entities."""
     problems = config.validate()
     if problems:
         raise QuotaConfigError(problems)
@@ -106,9 +110,13 @@ def create_quota_managers(
         callback = load_quota_callback(config.client_quota_callback_class)
     now = clock.now_ms()
     metrics = Metrics()
-    client = QuotaManagerConfig(config.num_quota_samples, config.quota_window_size_seconds)
+    client = QuotaManagerConfig(
+        config.num_quota_samples, config.quota_window_size_seconds, max_quota_entities
+    )
     controller = QuotaManagerConfig(
-        config.num_controller_quota_samples, config.controller_quota_window_size_seconds
+        config.num_controller_quota_samples,
+        config.controller_quota_window_size_seconds,
+        max_quota_entities,
     )
     return QuotaManagers(
         config=config,

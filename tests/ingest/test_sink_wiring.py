@@ -95,3 +95,28 @@ async def test_bootstrap_quotas_apply_first_and_the_config_log_is_replayed_on_to
         assert sink.quota_samples is None
     finally:
         await sink.stop()
+
+
+def test_the_configured_request_limits_reach_the_pipeline_holds_counters_and_quota_managers(
+    tmp_path: Path,
+) -> None:
+    config = SinkConfig.from_document(
+        {
+            "data_root": str(tmp_path / "data"),
+            "exporter": {"name": "memory"},
+            "server": {"decode_processes": 3},
+            "limits": {
+                "max_data_points": 500,
+                "max_quota_entities": 7,
+                "max_held_clients": 5,
+                "max_entity_counters": 9,
+            },
+        }
+    )
+    sink = Sink(config)
+    assert sink.pipeline.limits == config.limits
+    assert sink.pipeline.decoders.processes == 3
+    managers = (sink.quotas.produce, sink.quotas.fetch, sink.quotas.request, sink.quotas.controller_mutation)
+    assert [manager.config.max_entities for manager in managers] == [7, 7, 7, 7]
+    assert sink.pipeline.holds.max_held_clients == 5
+    assert sink.pipeline.request_metrics.max_entities == 9

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ingest.quotas.callback import (
     DefaultQuotaCallback,
@@ -328,3 +331,136 @@ def test_STAT_9_QUO_6_manager_sensors_expire_after_an_hour() -> None:
     assert "Produce-:c" not in {s.name for s in m.metrics.sensors()}
     _record(m, "u", "c", 1, 3600_002)  # recreated empty
     assert m._by_sensor["Produce-:c"].quota_metric.measure(T0 + 3600_002) == pytest.approx(0.1)
+
+
+# -- the cap on entities with sensors (limits.max_quota_entities, issue 17) --------------------------
+
+
+def _capped(cap: int, limit: float = 1000) -> ClientQuotaManager:
+    """A PRODUCE manager keeping at most ``cap`` entities, with a ``<default>`` client-id quota (every
+    client id its own entity)."""
+    m = _produce(QuotaManagerConfig(max_entities=cap))
+    m.update_quota(E(None, DEFAULT), limit)
+    return m
+
+
+def _kept(m: ClientQuotaManager) -> set[str]:
+    """The client ids whose quota sensors are registered."""
+    prefix = "Produce-:"
+    return {s.name.removeprefix(prefix) for s in m.metrics.sensors() if s.name.startswith(prefix)}
+
+
+def test_a_flood_of_client_ids_never_keeps_more_entities_than_the_cap() -> None:
+    m = _capped(50)
+    for i in range(1000):
+        _record(m, "anonymous", f"flood-{i}", 10, at=i)
+        m.throttle("User:anonymous", f"flood-{i}", 5, RecordingChannel(), T0 + i)  # the throttle sensor too
+        assert m.entity_count <= 50
+        assert len(m.metrics) <= 2 * 50 + 1  # quota and throttle-time sensors, plus the delay queue
+        assert len(m._by_client) <= 50
+    assert m.entity_count == 50
+    assert m.entities_evicted == 950
+    assert _kept(m) == {f"flood-{i}" for i in range(950, 1000)}
+    assert {s.name for s in m.metrics.sensors()} >= {
+        f"ProduceThrottleTime-:flood-{i}" for i in range(950, 1000)
+    }
+
+
+def test_the_least_recently_recorded_entity_is_evicted_first() -> None:
+    m = _capped(3)
+    for client in ("a", "b", "c", "a"):
+        _record(m, "u", client, 1)
+    _record(m, "u", "d", 1)
+    assert _kept(m) == {"a", "c", "d"}  # b was recorded least recently: all its sensors are gone
+    assert m.metrics.get_sensor("ProduceThrottleTime-:b") is None
+    m.throttle("User:u", "c", 10, RecordingChannel(), T0)  # a throttle record counts as use
+    _record(m, "u", "e", 1)
+    assert _kept(m) == {"c", "d", "e"}
+    assert m.entities_evicted == 2
+
+
+@given(st.lists(st.integers(min_value=0, max_value=9), max_size=60), st.integers(min_value=1, max_value=5))
+@settings(max_examples=60, deadline=None)
+def test_the_entities_kept_are_those_a_least_recently_used_cache_keeps(clients: list[int], cap: int) -> None:
+    m = _capped(cap)
+    model: OrderedDict[str, None] = OrderedDict()
+    created = 0
+    for at, client in enumerate(clients):
+        _record(m, "u", str(client), 1, at)
+        created += str(client) not in model
+        model[str(client)] = None
+        model.move_to_end(str(client))
+        if len(model) > cap:
+            model.popitem(last=False)
+        assert _kept(m) == set(model)
+    assert m.entities_evicted == created - len(model)
+
+
+def test_an_entity_recorded_during_a_flood_keeps_its_sensors_and_history() -> None:
+    m = _capped(10)
+    _record(m, "u", "steady", 1)
+    steady = m.metrics.get_sensor("Produce-:steady")
+    for i in range(500):
+        _record(m, "anonymous", f"flood-{i}", 1, at=i)
+        if i % 5 == 0:  # the steady client records once for every five new flood entities
+            _record(m, "u", "steady", 1, at=i)
+    assert m.metrics.get_sensor("Produce-:steady") is steady
+    assert "steady" in _kept(m)
+    assert m.entities_evicted == 500 + 1 - 10
+
+
+def _steady_throttles(flood_per_record: int) -> list[int]:
+    """The throttles of a client sending twice its quota (2,000 bytes every 100 ms, quota 1,000 B/s)
+    to a manager capped at 8 entities, with ``flood_per_record`` new client ids between its records."""
+    m = _capped(8, limit=1000)
+    answers = []
+    for step in range(200):
+        at = step * 100
+        answers.append(_record(m, "u", "steady", 2000, at))
+        for i in range(flood_per_record):
+            _record(m, "anonymous", f"flood-{step}-{i}", 10**6, at)
+    return answers
+
+
+def test_an_active_clients_throttling_is_unchanged_by_a_flood_of_other_client_ids() -> None:
+    quiet = _steady_throttles(0)
+    assert any(quiet)  # the steady client is throttled at all
+    flooded = _steady_throttles(7)  # 1,400 flood entities, 7 between two records: fewer than the cap
+    assert flooded == quiet
+
+
+def test_a_flood_past_the_cap_only_ever_shrinks_the_evicted_clients_throttle() -> None:
+    quiet = _steady_throttles(0)
+    flooded = _steady_throttles(20)  # the steady client is evicted between every two records
+    assert all(f <= q for f, q in zip(flooded, quiet, strict=True))
+    assert sum(flooded) < sum(quiet)
+
+
+def test_an_evicted_entity_starts_afresh_so_only_its_own_throttle_shrinks() -> None:
+    m = _capped(2, limit=100)
+    assert _record(m, "u", "heavy", 10**5) > 0
+    evicted = m.metrics.get_sensor("Produce-:heavy")
+    _record(m, "u", "x", 1)
+    _record(m, "u", "y", 1)  # evicts heavy
+    assert "heavy" not in _kept(m)
+    assert _record(m, "u", "heavy", 1, at=1) == 0  # its history is gone: recorded into new sensors
+    fresh = m.metrics.get_sensor("Produce-:heavy")
+    assert fresh is not None
+    assert fresh is not evicted
+
+
+def test_a_users_many_client_ids_are_one_entity_and_a_bounded_lookup_cache() -> None:
+    m = _produce(QuotaManagerConfig(max_entities=4))
+    m.update_quota(E("u", None), 1000)  # a user quota: every client id of u shares the sensors
+    for i in range(100):
+        _record(m, "u", f"c{i}", 1, at=i)
+        assert len(m._by_client) <= 4
+    assert m.entity_count == 1
+    assert m.entities_evicted == 0
+    one_client = _produce()
+    one_client.update_quota(E("u", None), 1000)
+    for i in range(100):
+        _record(one_client, "u", "c", 1, at=i)
+    assert m._by_sensor["Produce-u:"].quota_metric.measure(T0 + 100) == pytest.approx(
+        one_client._by_sensor["Produce-u:"].quota_metric.measure(T0 + 100)
+    )

@@ -5,12 +5,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from ingest.admission import Admission
+from ingest.limits import RequestLimits
+from ingest.metrics import RequestMetrics, metrics_exposition
 from ingest.quotas.callback import ReplicaShareQuotaCallback
 from ingest.quotas.config import QuotaConfig, QuotaConfigError
 from ingest.quotas.connection_quotas import ConnectionThrottledError
 from ingest.quotas.entities import DEFAULT, ClientQuotaEntity, ClusterMetadata, QuotaEntityError, QuotaType
 from ingest.quotas.factory import create_quota_managers
+from subscriptions import ClientMetricsManager, SubscriptionStore
 from tests.support.clock import FakeClock
 
 E = ClientQuotaEntity
@@ -222,3 +227,34 @@ async def test_sensors_are_published_with_kafka_like_names_and_tags() -> None:
     values = {(n.group, n.name): v for n, v in managers.values(now).items()}
     assert values["Produce", "queue-size"] == 1.0
     assert values["socket-server-metrics", "connection-count"] == 1.0
+
+
+def test_every_client_manager_keeps_at_most_max_quota_entities() -> None:
+    managers = create_quota_managers(QuotaConfig(), FakeClock(), max_quota_entities=3)
+    assert {m.config.max_entities for m in managers.client_managers()} == {3}
+    default = create_quota_managers(QuotaConfig(), FakeClock())
+    assert default.produce.config.max_entities == RequestLimits().max_quota_entities
+
+
+def test_quota_entities_kept_and_evicted_are_on_the_metrics_page() -> None:
+    """Issue 17 item 6: a flood of client ids under a <default> client-id quota is capped, and the
+    evictions are counted in /metrics by quota type."""
+    clock = FakeClock()
+    managers = create_quota_managers(QuotaConfig(), clock, max_quota_entities=2)
+    managers.alter(E(client_id=DEFAULT), "producer_byte_rate", 1000)
+    for i in range(5):
+        managers.produce.record_and_get_throttle_time_ms("User:ANONYMOUS", f"c{i}", 10, clock.now_ms())
+    render = metrics_exposition(
+        ClientMetricsManager(SubscriptionStore()), managers, RequestMetrics(Admission(1, 1)), clock.now_ms
+    )
+    families = {f.name: f for f in text_string_to_metric_families(render().decode())}
+    kept = {s.labels["quota_type"]: s.value for s in families["telemetry_sink_quota_entities"].samples}
+    evicted = {
+        s.labels["quota_type"]: s.value
+        for s in families["telemetry_sink_quota_entities_evicted"].samples
+        if s.name == "telemetry_sink_quota_entities_evicted_total"
+    }
+    assert kept == {"Produce": 2, "Fetch": 0, "Request": 0, "ControllerMutation": 0}
+    assert evicted == {"Produce": 3, "Fetch": 0, "Request": 0, "ControllerMutation": 0}
+    clients = {s.labels["client_id"] for s in families["telemetry_sink_quota_produce_byte_rate"].samples}
+    assert clients == {"c3", "c4"}
