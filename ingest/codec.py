@@ -1,7 +1,8 @@
 """Decompressing and validating a PushTelemetry payload (spec TEL-16 step 9, TEL-19, PD-12).
 
-``decode_payload(data, compression_type, max_decompressed_bytes)`` returns the OTLP ``MetricsData``
-bytes a push carries, or raises a ``PayloadError`` carrying the Kafka error code to answer:
+``decompress(data, compression_type, max_bytes)`` returns what a push's or an export's payload holds
+once decompressed, and ``parse_metrics_data`` the OTLP ``MetricsData`` (``decoding`` runs them, with
+the structural scan between); each raises a ``PayloadError`` carrying the Kafka error code to answer:
 
 - more than ``max_decompressed_bytes`` after decompression (a zip bomb, or just too much):
   TELEMETRY_TOO_LARGE (118), which clients retry at their next interval; never INVALID_RECORD, which
@@ -43,7 +44,6 @@ __all__ = [
     "InvalidPayloadError",
     "PayloadError",
     "PayloadTooLargeError",
-    "decode_payload",
     "decompress",
     "parse_metrics_data",
 ]
@@ -72,21 +72,6 @@ class PayloadTooLargeError(PayloadError):
     """Bigger than the configured cap once decompressed, or too many frames: TELEMETRY_TOO_LARGE (118)."""
 
     error = Errors.TELEMETRY_TOO_LARGE
-
-
-def decode_payload(
-    data: bytes,
-    compression_type: int,
-    max_decompressed_bytes: int,
-    *,
-    max_compressed_frames: int = DEFAULT_LIMITS.max_compressed_frames,
-) -> bytes:
-    """Decompress and validate: the OTLP ``MetricsData`` bytes to hand to the exporter."""
-    payload = decompress(
-        data, compression_type, max_decompressed_bytes, max_compressed_frames=max_compressed_frames
-    )
-    parse_metrics_data(payload)
-    return payload
 
 
 def parse_metrics_data(payload: bytes) -> MetricsData:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -77,9 +78,7 @@ class DecoderUnavailableError(Exception):
 
 def decode_push(data: bytes, compression_type: int, max_bytes: int, limits: RequestLimits) -> bytes:
     """A KIP-714 push's ``MetricsData`` bytes: decompressed, within ``limits``, parsed (all or nothing)."""
-    payload = decompress(
-        data, compression_type, max_bytes, max_compressed_frames=limits.max_compressed_frames
-    )
+    payload = _decompress(data, compression_type, max_bytes, limits)
     scan_metrics(payload, limits)
     parse_metrics_data(payload)
     return payload
@@ -87,10 +86,7 @@ def decode_push(data: bytes, compression_type: int, max_bytes: int, limits: Requ
 
 def decode_export(body: bytes, compression_type: int, max_bytes: int, limits: RequestLimits) -> DecodedExport:
     """An OTLP export decompressed, within ``limits``, parsed, and stripped of its invalid points."""
-    payload = decompress(
-        body, compression_type, max_bytes, max_compressed_frames=limits.max_compressed_frames
-    )
-    return _valid_export(payload, limits)
+    return _valid_export(_decompress(body, compression_type, max_bytes, limits), limits)
 
 
 def decode_json_export(
@@ -127,6 +123,8 @@ def _valid_export(payload: bytes, limits: RequestLimits) -> DecodedExport:
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 """The worker pools, by size: one per process however many pipelines it runs (tests run many)."""
+_USERS: Counter[int] = Counter()
+"""How many ``PayloadDecoders`` not closed yet share each pool: the last one to close stops it."""
 
 
 class PayloadDecoders:
@@ -134,6 +132,7 @@ class PayloadDecoders:
 
     def __init__(self, processes: int = DEFAULT_DECODE_PROCESSES) -> None:
         self.processes = processes
+        _USERS[processes] += 1
 
     @property
     def pool(self) -> ProcessPoolExecutor | None:
@@ -185,7 +184,11 @@ class PayloadDecoders:
         raise DecoderUnavailableError("no decoder process could decode the payload")
 
     async def close(self) -> None:
-        """Stop the worker processes (decodes in progress finish first)."""
+        """Stop the worker processes once no other ``PayloadDecoders`` shares them (decodes in progress
+        finish first)."""
+        _USERS[self.processes] -= 1
+        if _USERS[self.processes] > 0:
+            return
         pool = _POOLS.pop(self.processes, None)
         if pool is not None:
             await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)

@@ -107,6 +107,7 @@ class ClientHolds:
         if hold is None:
             if len(self._holds) >= self.max_held_clients:
                 self.refused += 1
+                manager.record_throttle_time(principal, client_id, throttle_ms, now_ms)  # told, not held
                 return
             hold = self._holds[key] = _Hold(now_ms + throttle_ms)
         hold.until = max(hold.until, now_ms + throttle_ms)

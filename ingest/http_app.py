@@ -61,7 +61,7 @@ from ingest.identity import INSTANCE_ID_HEADER, ClientTextError, http_client_con
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.metrics import CONTENT_TYPE, Rpc
 from ingest.otlp_json import json_elements
-from ingest.pipeline import OtlpOutcome, TelemetryPipeline
+from ingest.pipeline import EXPORTER_RETRY_MS, OtlpOutcome, TelemetryPipeline
 from ingest.security import AuthenticationError, Authenticator
 from subscriptions import (
     ClientContext,
@@ -163,20 +163,20 @@ def _field(body: Mapping[str, Any], name: str, kind: type, default: Any) -> Any:
 
 
 MAX_JSON_BODY_VALUES: Final = 1024
-"""The JSON bodies of the KIP-714 and admin requests hold a few fields: more values than this (counted
-at C speed before parsing: ``otlp_json.json_elements``) are refused 400 without being parsed."""
+"""The JSON bodies of the KIP-714 requests hold a few fields: more values than this (counted at C speed
+before parsing: ``otlp_json.json_elements``) are refused 400 without being parsed."""
 
 
-def small_json(raw: bytes) -> Any:
-    """A KIP-714 or admin request's JSON body, parsed only if it holds at most
-    ``MAX_JSON_BODY_VALUES`` values; ``ValueError`` saying why not."""
-    if json_elements(raw) > MAX_JSON_BODY_VALUES:
-        raise ValueError(f"the body holds more than {MAX_JSON_BODY_VALUES} JSON values")
+def small_json(raw: bytes, max_values: int = MAX_JSON_BODY_VALUES) -> Any:
+    """A KIP-714 or admin request's JSON body, parsed only if it holds at most ``max_values`` values;
+    ``ValueError`` saying why not."""
+    if json_elements(raw) > max_values:
+        raise ValueError(f"the body holds more than {max_values} JSON values")
     try:
         return json.loads(raw)
     except RecursionError:
         raise ValueError("the body is nested too deep") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, an integer of more than 4,300 digits...
         raise ValueError(f"the body is not JSON: {exc}") from exc
 
 
@@ -373,24 +373,30 @@ async def _errors_as_json(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     """Every failure to read a request is a 4xx with a JSON body; nothing becomes a bare 500. Client
-    text that breaks ``identity``'s rules is INVALID_REQUEST: 400 with Kafka's JSON body, or on
-    ``/v1/metrics`` the ``google.rpc.Status`` INVALID_ARGUMENT an OTLP client reads (not retryable)."""
+    text that breaks ``identity``'s rules is INVALID_REQUEST (400). On ``/v1/metrics`` the body is the
+    ``google.rpc.Status`` an OTLP client reads, in the request's encoding (``_refused``)."""
     try:
         return await handler(request)
-    except ClientTextError as exc:
-        if request.path == OTLP_METRICS_PATH:
-            answer, as_json = otlp_answer(Errors.INVALID_REQUEST), request.content_type == "application/json"
-            return _otlp_reply(answer, Errors.INVALID_REQUEST, str(exc), 0, as_json)
-        return _json_error(400, Errors.INVALID_REQUEST, str(exc))
-    except _BadRequestError as exc:
-        return _json_error(400, Errors.INVALID_REQUEST, str(exc))
+    except (ClientTextError, _BadRequestError) as exc:
+        return _refused(request, 400, Errors.INVALID_REQUEST, str(exc))
     except AuthenticationError as exc:
         return _json_error(401, AUTHENTICATION_FAILED, str(exc), _UNAUTHORIZED_HEADERS)
     except web.HTTPRequestEntityTooLarge as exc:
         # like a push over telemetry.max.bytes: the client retries at its next interval
-        return _json_error(413, Errors.TELEMETRY_TOO_LARGE, exc.text or "the request body is too large")
+        message = exc.text or "the request body is too large"
+        return _refused(request, 413, Errors.TELEMETRY_TOO_LARGE, message)
     except web.HTTPException as exc:
         return _json_error(exc.status, Errors.INVALID_REQUEST, exc.reason)
     except Exception:
         log.exception("HTTP %s %s failed", request.method, request.path)
-        return _json_error(503, Errors.UNKNOWN_SERVER_ERROR, "the sink could not handle the request; retry")
+        message = "the sink could not handle the request; retry"
+        return _refused(request, 503, Errors.UNKNOWN_SERVER_ERROR, message)
+
+
+def _refused(request: web.Request, status: int, code: Errors, message: str) -> web.Response:
+    """A refused request: Kafka's JSON error body, or on ``/v1/metrics`` OTLP's ``google.rpc.Status``
+    (with the transport status ``errors.OTLP_ANSWERS`` gives the code)."""
+    if request.path != OTLP_METRICS_PATH:
+        return _json_error(status, code, message)
+    as_json = request.content_type == "application/json"
+    return _otlp_reply(otlp_answer(code), code, message, EXPORTER_RETRY_MS, as_json)

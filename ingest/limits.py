@@ -26,7 +26,9 @@ request holds:
 
 Over a payload limit, a KIP-714 push is answered TELEMETRY_TOO_LARGE (118, retried at the next
 interval, PD-12) and an OTLP export 413 / RESOURCE_EXHAUSTED without retry information; client text
-over its limit, or not valid text, is refused with INVALID_REQUEST naming the field.
+over its limit, or not valid text, is refused with INVALID_REQUEST, with a message naming the field
+where the answer carries one (HTTP, gRPC, DescribeClientQuotas; a Kafka ApiVersions or telemetry
+answer has only the code).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def otlp_json_to_protobuf(text: bytes, limits: RequestLimits) -> bytes:
         tree = json.loads(text)
     except RecursionError:
         raise _too_deep(limits) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, an integer of more than 4,300 digits...
         raise InvalidPayloadError(f"not OTLP JSON: {exc}") from exc
     if not isinstance(tree, dict):
         raise InvalidPayloadError(f"not OTLP JSON: the body is a JSON {type(tree).__name__}, not an object")

@@ -7,7 +7,7 @@
   ApiVersions' range.
 - Metadata (3), v0-12: this node as the only broker and the controller, at its advertised address;
   every requested topic UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID when asked by id, v12); no topics
-  when all are asked for. A request for more than ``MAX_METADATA_TOPICS`` topics, or by topic id
+  when all are asked for. A request for more than ``protocol.MAX_METADATA_TOPICS`` topics, or by topic id
   before v12, is refused.
 - DescribeCluster (60), v0-1: this node (brokers only: asking for controllers gets
   UNSUPPORTED_ENDPOINT_TYPE).
@@ -73,8 +73,6 @@ log = logging.getLogger(__name__)
 
 BROKERS_ENDPOINT: Final = 1
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
-MAX_METADATA_TOPICS: Final = 10_000
-"""More topics than a telemetry client asks about; the answer's cost is bounded by it."""
 _SOFTWARE_PATTERN: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 """Kafka's rule for ApiVersions v3's ClientSoftwareName and ClientSoftwareVersion."""
 _ZERO_MS: Final = datetime.timedelta(0)
@@ -217,11 +215,7 @@ class KafkaApis:
             _nested(schema, "MetadataResponseBroker"), node_id=self.node.node_id, host=host, port=port
         )
         topic_schema = _nested(schema, "MetadataResponseTopic")
-        requested = body.topics or ()
-        if len(requested) > MAX_METADATA_TOPICS:
-            raise FrameError(
-                f"Metadata for {len(requested)} topics (at most {MAX_METADATA_TOPICS} are answered)"
-            )
+        requested = body.topics or ()  # at most MAX_METADATA_TOPICS: the frame walk refused more
         if header.api_version < 12 and any(t.name is None for t in requested):
             raise FrameError(f"Metadata v{header.api_version} asks for a topic by id (v12 and later only)")
         topics = tuple(

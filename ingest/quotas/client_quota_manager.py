@@ -175,9 +175,13 @@ class ClientQuotaManager:
         """Mute the client for ``throttle_ms`` and record the throttle time (QUO-14)."""
         if throttle_ms <= 0:
             return None
-        if self._mask:
-            self._sensors_for(principal, client_id, now_ms).throttle_sensor.record(throttle_ms, now_ms)
+        self.record_throttle_time(principal, client_id, throttle_ms, now_ms)
         return self.throttle_queue.throttle(callback, throttle_ms, now_ms)
+
+    def record_throttle_time(self, principal: str, client_id: str, throttle_ms: int, now_ms: int) -> None:
+        """Record a throttle the client was told of in its ``throttle-time`` sensor."""
+        if self._mask and throttle_ms > 0:
+            self._sensors_for(principal, client_id, now_ms).throttle_sensor.record(throttle_ms, now_ms)
 
     # -- configuration ----------------------------------------------------------------------
 

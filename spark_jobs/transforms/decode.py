@@ -402,7 +402,10 @@ class _WireCount:
     """Counts a serialized ``MetricsData``'s data points, and the other fields of its resources, scopes,
     metrics and metric data, on the wire format and without parsing it; raises ``_InvalidPushError`` as
     soon as a count goes over its bound, or the wire format cannot be read. So a push that parsing would
-    blow up (millions of empty points or metrics in a big payload) costs at most the bounds' steps."""
+    blow up (millions of empty points or metrics in a big payload) costs at most the bounds' steps.
+
+    The sink's own scan (``ingest.otlp_scan``) is not reused: the Spark side never imports the front end
+    (an import contract), and it bounds what the sink accepted, with looser bounds of its own."""
 
     def __init__(self, payload: bytes, bounds: PushBounds) -> None:
         self.payload = payload

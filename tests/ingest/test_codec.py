@@ -20,11 +20,11 @@ from ingest.codec import (
     InvalidPayloadError,
     PayloadError,
     PayloadTooLargeError,
-    decode_payload,
     decompress,
     parse_metrics_data,
 )
-from ingest.limits import DEFAULT_LIMITS
+from ingest.decoding import decode_push
+from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from subscriptions import CompressionType, Errors
 from tests.support.otlp import metrics_data
 
@@ -40,7 +40,7 @@ def _fixtures() -> list[Path]:
 @pytest.mark.parametrize("path", _fixtures(), ids=lambda p: p.stem)
 def test_TEL_19_every_librdkafka_capture_decodes_to_kafka_client_metrics(path: Path) -> None:
     codec = CODECS[path.stem.split("-")[3]]
-    payload = decode_payload(path.read_bytes(), codec, 64 * MIB)
+    payload = decode_push(path.read_bytes(), codec, 64 * MIB, DEFAULT_LIMITS)
     data = parse_metrics_data(payload)
     names = [m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics]
     assert names
@@ -86,12 +86,12 @@ COMPRESS = {1: _gzip, 2: _snappy, 3: _lz4, 4: _zstd}
 def test_TEL_19_round_trip(codec: int) -> None:
     raw = metrics_data(points=50)
     data = COMPRESS[codec](raw) if codec else raw
-    assert decode_payload(data, codec, MIB) == raw
+    assert decode_push(data, codec, MIB, DEFAULT_LIMITS) == raw
 
 
 def test_TEL_19_java_client_xerial_snappy() -> None:
     raw = metrics_data(points=500)
-    assert decode_payload(_xerial(raw), 2, MIB) == raw
+    assert decode_push(_xerial(raw), 2, MIB, DEFAULT_LIMITS) == raw
 
 
 def test_TEL_19_concatenated_gzip_members_and_lz4_frames() -> None:
@@ -128,7 +128,7 @@ def test_PD_12_corrupt_and_truncated_data_is_invalid_record(codec: int) -> None:
     corrupt = good[:10] + bytes(b ^ 0xFF for b in good[10:30]) + good[30:]
     for data in (corrupt, good[: len(good) // 2], b"definitely not compressed"):
         with pytest.raises(InvalidPayloadError) as info:
-            decode_payload(data, codec, MIB)
+            decode_push(data, codec, MIB, DEFAULT_LIMITS)
         assert info.value.error == Errors.INVALID_RECORD
 
 
@@ -145,7 +145,7 @@ def test_PD_12_a_failed_zstd_payload_leaves_nothing_behind_for_the_next() -> Non
 
 def test_PD_12_bytes_that_are_not_otlp_are_invalid_record() -> None:
     with pytest.raises(InvalidPayloadError, match="not OTLP MetricsData"):
-        decode_payload(b"\xff\xff\xff\xff\xff", 0, MIB)
+        decode_push(b"\xff\xff\xff\xff\xff", 0, MIB, DEFAULT_LIMITS)
 
 
 def test_TEL_19_unknown_compression_is_invalid() -> None:
@@ -228,7 +228,7 @@ def test_F5_more_frames_than_max_compressed_frames_is_too_large(codec: int) -> N
         decompress(frame * (frames + 1), codec, MIB)
     assert info.value.error == Errors.TELEMETRY_TOO_LARGE
     with pytest.raises(PayloadTooLargeError):
-        decode_payload(frame * 3, codec, MIB, max_compressed_frames=2)
+        decode_push(frame * 3, codec, MIB, RequestLimits(max_compressed_frames=2))
 
 
 Payload = tuple[int, bytes, bytes | None]

@@ -6,7 +6,7 @@ import asyncio
 
 from ingest.holds import ClientHolds
 from ingest.limits import DEFAULT_LIMITS
-from ingest.quotas import QuotaConfig, create_quota_managers
+from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, create_quota_managers
 from tests.support.clock import T0, FakeClock
 
 
@@ -122,3 +122,20 @@ def test_F21_at_most_max_held_clients_are_held_and_a_client_over_it_is_refused_n
 
 def test_F21_the_default_cap_is_limits_max_held_clients() -> None:
     assert ClientHolds().max_held_clients == DEFAULT_LIMITS.max_held_clients
+
+
+def test_F21_a_throttled_client_not_held_still_has_its_throttle_time_recorded() -> None:
+    clock = FakeClock()
+    quotas = create_quota_managers(QuotaConfig(), clock)
+    quotas.alter(ClientQuotaEntity(None, DEFAULT), "producer_byte_rate", 100)  # every client id its own
+    holds = ClientHolds(max_held_clients=1)
+    now = clock.now_ms()
+    holds.hold(quotas.produce, "User:x", "a", 1000, now)
+    holds.hold(quotas.produce, "User:x", "b", 1000, now)  # the table is full: told, not held
+    assert holds.refused == 1
+    throttle = {
+        metric.tag_map.get("client-id"): value
+        for metric, value in quotas.values(now).items()
+        if metric.name == "throttle-time" and metric.group == "Produce"
+    }
+    assert throttle["a"] == throttle["b"] > 0

@@ -205,6 +205,23 @@ async def test_otlp_json_is_accepted_and_answered_in_json(served: Served) -> Non
     assert "not OTLP JSON" in bad.json()["message"]
 
 
+async def test_otlp_bodies_refused_before_the_handler_get_a_google_rpc_status_not_retried(
+    served: Served,
+) -> None:
+    """A body over the HTTP limit, or a huge integer in OTLP JSON (Python refuses more than 4,300
+    digits), is answered as OTLP answers: a google.rpc.Status in the request's encoding."""
+    large = await served.client.post(OTLP_METRICS_PATH, content=b"x" * 100_000, headers=PROTOBUF)
+    assert large.status_code == 413
+    assert "Retry-After" not in large.headers
+    assert Status.FromString(large.content).code == 8  # RESOURCE_EXHAUSTED
+    digits = b'{"resourceMetrics": [], "x": ' + b"9" * 5000 + b"}"
+    huge = await served.client.post(
+        OTLP_METRICS_PATH, content=digits, headers={"Content-Type": "application/json"}
+    )
+    assert huge.status_code == 400
+    assert "not OTLP JSON" in huge.json()["message"]
+
+
 async def test_QUO_14_an_over_quota_otlp_client_gets_429_with_retry_after(served: Served) -> None:
     served.pipeline.quotas.alter(ClientQuotaEntity(None, "greedy"), "producer_byte_rate", 100)
     headers = {**PROTOBUF, "x-kafka-client-id": "greedy"}

@@ -23,8 +23,10 @@ from deltalake import DeltaTable
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, MetricsData
 
 from exporters import shard_uri
-from ingest.codec import decode_payload, decompress
+from ingest.codec import decompress
 from ingest.config import ExporterConfig, KafkaListenerConfig, SecurityConfig, ServerConfig, SinkConfig
+from ingest.decoding import decode_push
+from ingest.limits import DEFAULT_LIMITS
 from ingest.loadgen import (
     CONSUMER_METRICS,
     PRODUCER_METRICS,
@@ -237,7 +239,7 @@ def test_compressed_payloads_decode_with_the_sinks_codec(compression: Compressio
         time_unix_nano=2,
         delta_temporality=True,
     ).SerializeToString()
-    assert decode_payload(compress(payload, compression), compression, 1 << 20) == payload
+    assert decode_push(compress(payload, compression), compression, 1 << 20, DEFAULT_LIMITS) == payload
 
 
 def test_TEL25_first_push_is_jittered_between_half_and_one_and_a_half_intervals() -> None:
@@ -278,7 +280,7 @@ class CoreTransport:
             return scripted
         outcome = self.manager.process_push(request, self.context, self.clock.now_ms())
         if isinstance(outcome, AcceptedPush):
-            payload = decode_payload(outcome.metrics, outcome.compression_type, 1 << 20)
+            payload = decode_push(outcome.metrics, outcome.compression_type, 1 << 20, DEFAULT_LIMITS)
             self.landed.append((outcome, MetricsData.FromString(payload)))
             outcome = PUSH_ACCEPTED
         return outcome._replace(throttle_time_ms=max(outcome.throttle_time_ms, self._throttle()))

@@ -13,9 +13,8 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters import ExportResult, InMemoryExporter, TelemetryPush
 from ingest import decoding as decoding_module
-from ingest.codec import decode_payload
-from ingest.decoding import INLINE_DECODE_BYTES
-from ingest.limits import RequestLimits
+from ingest.decoding import INLINE_DECODE_BYTES, decode_push
+from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.otlp_scan import Structure, scan_metrics
 from ingest.pipeline import TelemetryPipeline
 from ingest.quotas import ClientQuotaEntity, QuotaConfig, create_quota_managers
@@ -87,7 +86,7 @@ async def test_a_librdkafka_push_lands_decompressed_with_its_context() -> None:
     assert await h.push(captured, 4) == (Errors.NONE, 0)
     [landed] = h.exporter.pushes
     assert isinstance(landed, TelemetryPush)
-    assert landed.payload == decode_payload(captured, 4, 1 << 20)
+    assert landed.payload == decode_push(captured, 4, 1 << 20, DEFAULT_LIMITS)
     c = landed.context
     assert (c.client_instance_id, c.subscription_id) == (h.instance_id, h.subscription_id)
     assert (c.principal, c.client_id, c.client_software_name) == ("User:alice", "rdkafka", "librdkafka")
