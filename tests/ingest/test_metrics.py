@@ -16,6 +16,7 @@ from ingest.connections import register_http_listener
 from ingest.http_app import GET_PATH, OTLP_METRICS_PATH, PUSH_PATH, create_http_app
 from ingest.limits import RequestLimits
 from ingest.metrics import OVERFLOW_TAGS, RequestMetrics, metrics_exposition
+from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.quotas import DEFAULT, ClientQuotaEntity
 from ingest.security import Authenticator
@@ -28,10 +29,8 @@ from tests.support.servers import serve_both
 pytestmark = pytest.mark.integration
 
 
-async def test_TEL_24_a_scrape_shows_requests_errors_instances_and_quota_sensors() -> None:
-    clock = FakeClock()
-    pipeline = kafka_pipeline(clock, InMemoryExporter())
-    pipeline.quotas.alter(ClientQuotaEntity(None, "rdkafka"), "producer_byte_rate", 1_000_000)
+async def _serving_with_metrics(pipeline: TelemetryPipeline, clock: FakeClock) -> TestServer:
+    """The pipeline's HTTP app with its ``/metrics``, started on loopback (the caller closes it)."""
     app = create_http_app(
         pipeline,
         ready=lambda: Health(True),
@@ -39,6 +38,14 @@ async def test_TEL_24_a_scrape_shows_requests_errors_instances_and_quota_sensors
     )
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
+    return server
+
+
+async def test_TEL_24_a_scrape_shows_requests_errors_instances_and_quota_sensors() -> None:
+    clock = FakeClock()
+    pipeline = kafka_pipeline(clock, InMemoryExporter())
+    pipeline.quotas.alter(ClientQuotaEntity(None, "rdkafka"), "producer_byte_rate", 1_000_000)
+    server = await _serving_with_metrics(pipeline, clock)
     headers = {"x-kafka-client-id": "rdkafka"}
     try:
         async with httpx.AsyncClient(base_url=str(server.make_url(""))) as client:
@@ -202,13 +209,7 @@ async def test_F13_F21_the_bookkeeping_bounds_are_on_the_scrape() -> None:
     limits = RequestLimits(max_entity_counters=2, max_held_clients=1)
     pipeline = kafka_pipeline(clock, InMemoryExporter(), limits=limits)
     pipeline.quotas.alter(ClientQuotaEntity(None, DEFAULT), "producer_byte_rate", 1)  # everyone throttled
-    app = create_http_app(
-        pipeline,
-        ready=lambda: Health(True),
-        metrics=metrics_exposition(pipeline.manager, pipeline.quotas, pipeline.request_metrics, clock.now_ms),
-    )
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
+    server = await _serving_with_metrics(pipeline, clock)
     try:
         async with httpx.AsyncClient(base_url=str(server.make_url(""))) as client:
             for client_id in ("a", "b", "c"):  # each export is over the quota: throttled

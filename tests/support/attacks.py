@@ -53,6 +53,7 @@ __all__ = [
     "metadata_flood_frame",
     "peak_rss_bytes",
     "reset_peak_rss",
+    "varint",
     "zstd_bomb",
     "zstd_frames",
 ]
@@ -61,7 +62,8 @@ __all__ = [
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """An unsigned varint, as protobuf and Kafka's compact lengths write it."""
     out = bytearray()
     while n > 0x7F:
         out.append(n & 0x7F | 0x80)
@@ -72,7 +74,7 @@ def _varint(n: int) -> bytes:
 
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 VALID_POINT: Final = _field(1, b"\x19" + (1).to_bytes(8, "little") + b"\x40\x01")

@@ -35,6 +35,7 @@ from kio.static.primitive import f64, i8, i32
 from ingest.kafka import SUPPORTED_VERSIONS
 from ingest.kafka.protocol import FrameError, check_lengths, peek_header
 from subscriptions import ClientContext
+from tests.support.attacks import varint
 from tests.support.kafka import KafkaClient, KafkaServed, encode_request, serving_kafka
 from tests.support.otlp import metrics_data
 
@@ -222,21 +223,12 @@ def declared_arrays(draw: st.DrawFn) -> bytes:
         return (
             struct.pack(">hhih", 3, 12, 1, -1)
             + b"\x00"
-            + _varint(count + 1)
+            + varint(count + 1)
             + (bytes(16) + b"\x00\x00") * items
         )
     if kind == "alter v0":  # entries of no entity parts and no ops
         return struct.pack(">hhih", 49, 0, 1, -1) + struct.pack(">i", count) + bytes(8) * items
-    return struct.pack(">hhih", 48, 1, 1, -1) + b"\x00" + _varint(count + 1) + b"\x01\x00\x00\x00" * items
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return struct.pack(">hhih", 48, 1, 1, -1) + b"\x00" + varint(count + 1) + b"\x01\x00\x00\x00" * items
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
