@@ -176,7 +176,7 @@ class RequestMetrics(Collector):
         self.entity_tags = entity_tags
         self.max_entities = max_entities
         self.holds = holds
-        self._by_entity: dict[_Tags, dict[tuple[str, int], int]] = {}
+        self._by_entity: dict[_Tags, dict[str, int]] = {}
         self._overflowed = Counter(
             "telemetry_sink_entity_counters_overflowed",
             "Answers counted under the overflow entity: limits.max_entity_counters entities were counted",
@@ -227,15 +227,16 @@ class RequestMetrics(Collector):
                 counts = self._by_entity.get(tags)
             if counts is None:
                 counts = self._by_entity[tags] = {}
-        counts[rpc, code] = counts.get((rpc, code), 0) + 1
+        name = f"{rpc}/{int(code)}"  # a str key: the dict stays out of the garbage collector's sight
+        counts[name] = counts.get(name, 0) + 1
 
     def drain_entity_counts(self) -> list[QuotaSample]:
         """The answers by quota entity, RPC and code since the previous call, as quota samples."""
         by_entity, self._by_entity = self._by_entity, {}
         return [
-            QuotaSample(REQUESTS_GROUP, f"{rpc}/{code}", tags, float(n))
+            QuotaSample(REQUESTS_GROUP, name, tags, float(n))
             for tags, counts in sorted(by_entity.items())
-            for (rpc, code), n in sorted(counts.items())
+            for name, n in sorted(counts.items())
         ]
 
     def collect(self) -> Iterable[Metric]:

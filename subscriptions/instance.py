@@ -3,6 +3,13 @@
 It holds the client's attributes (captured when the instance was created), the resolved subscription
 and its id, the store version it was resolved at, and the gating state: last Get and Push times,
 last error, terminating flag, and the expiry deadline. Behaviour lives in ``gating`` and ``manager``.
+
+A cache holds up to ``cache_max_size`` (16,384) instances, and anonymous clients choose how often
+new ones are made, so an instance is one object the garbage collector tracks, not three: it keeps
+the id as its 128-bit int (``key``) and the client's attributes as a plain tuple (a tuple of strings
+and ints is untracked by the collector; a ``UUID`` or a named tuple never is), and rebuilds the
+``UUID`` and ``ClientContext`` when asked. Every full collection walks every tracked object, so this
+is what keeps its pause short while a flood of new client ids churns the cache.
 """
 
 from __future__ import annotations
@@ -43,10 +50,10 @@ class ClientInstance:
     """Mutable per-instance state; a re-evaluation (TEL-13) replaces the object."""
 
     __slots__ = (
-        "client_instance_id",
-        "context",
+        "_context",
         "deadline_ms",
         "expiry_ms",
+        "key",
         "last_error",
         "last_get_ms",
         "last_push_ms",
@@ -64,8 +71,9 @@ class ClientInstance:
         version: int,
         expiry_ms: int,
     ) -> None:
-        self.client_instance_id = client_instance_id
-        self.context = context
+        self.key = client_instance_id.int
+        """The id as its 128-bit int: the cache's key."""
+        self._context: tuple[str | int | None, ...] = tuple(context)
         self.resolution = resolution
         self.subscription_id = resolution.crc ^ uuid_hash(client_instance_id)
         self.version = version
@@ -75,6 +83,20 @@ class ClientInstance:
         self.last_push_ms = NEVER
         self.last_error: int = Errors.NONE
         self.terminating = False
+
+    @property
+    def client_instance_id(self) -> UUID:
+        return UUID(int=self.key)
+
+    @property
+    def context(self) -> ClientContext:
+        """The client's attributes, captured when the instance was created."""
+        return ClientContext._make(self._context)
+
+    @property
+    def connection_id(self) -> str | None:
+        """The connection the instance was created on (Kafka wire listener), else None."""
+        return self.context.connection_id
 
     @property
     def push_interval_ms(self) -> int:

@@ -91,13 +91,13 @@ class ClientInstanceCache:
 
     def put(self, instance: ClientInstance, now_ms: int) -> None:
         """Insert or replace ``instance``, arm its deadline, and evict beyond capacity."""
-        key = instance.client_instance_id.int
+        key = instance.key
         previous = self._lru.get(key)
         if previous is not None:
             self._discard(previous)
         self._lru[key] = instance
         self._by_expiry.setdefault(instance.expiry_ms, OrderedDict())[key] = None
-        connection_id = instance.context.connection_id
+        connection_id = instance.connection_id
         if connection_id is not None:
             self._by_connection.setdefault(connection_id, set()).add(key)
         instance.deadline_ms = now_ms + instance.expiry_ms
@@ -143,15 +143,15 @@ class ClientInstanceCache:
         return removed
 
     def _discard(self, instance: ClientInstance) -> None:
-        del self._lru[instance.client_instance_id.int]
+        del self._lru[instance.key]
         self._unindex(instance)
 
     def _unindex(self, instance: ClientInstance) -> None:
-        key = instance.client_instance_id.int
+        key = instance.key
         group = self._by_expiry.get(instance.expiry_ms)
         if group is not None:
             group.pop(key, None)
-        connection_id = instance.context.connection_id
+        connection_id = instance.connection_id
         if connection_id is not None:
             keys = self._by_connection.get(connection_id)
             if keys is not None:

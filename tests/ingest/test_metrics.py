@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import grpc.aio
@@ -200,6 +201,24 @@ def test_F13_entity_counters_are_capped_and_further_entities_count_as_one_overfl
     assert families["telemetry_sink_entity_counters_overflowed"].samples[0].value == 4
     metrics.count_for_entity(ClientContext("c"), "PushTelemetry", 0)  # a new snapshot period: room again
     assert [s.tags for s in metrics.drain_entity_counts()] == [(("client-id", "c"),)]
+
+
+def test_F13_entity_counters_add_nothing_for_the_garbage_collector_to_walk() -> None:
+    """Up to ``max_entities`` counters are kept between snapshots, for entities clients name: they hold
+    only strings, ints and tuples of them, so a full collection does not walk them."""
+    metrics = RequestMetrics(Admission(10, 1000), _client_tags, max_entities=2000)
+    clients = [ClientContext(f"client-{n}") for n in range(2000)]
+    gc.collect()
+    before = len(gc.get_objects())
+    for client in clients:
+        metrics.count_for_entity(client, "GetTelemetrySubscriptions", Errors.NONE)
+        metrics.count_for_entity(client, "PushTelemetry", Errors.THROTTLING_QUOTA_EXCEEDED)
+    gc.collect()
+    assert len(gc.get_objects()) - before < len(clients) // 4  # a few first-use objects, none per entity
+    assert {s.metric for s in metrics.drain_entity_counts()} == {
+        "GetTelemetrySubscriptions/0",
+        "PushTelemetry/89",
+    }
 
 
 async def test_F13_F21_the_bookkeeping_bounds_are_on_the_scrape() -> None:

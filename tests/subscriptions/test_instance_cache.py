@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+import functools
+import gc
 from uuid import UUID
 
 import pytest
 
 from subscriptions import ClientContext, ClientInstanceCache, instance_expiry_ms, is_expired
 from subscriptions.instance import ClientInstance
-from subscriptions.resolution import resolve_matched
+from subscriptions.resolution import Resolution, resolve_matched
 from tests.support.clock import T0
 
 
 def _instance(n: int, interval_ms: int = 300000, connection_id: str | None = None) -> ClientInstance:
-    resolution = resolve_matched(())._replace(push_interval_ms=interval_ms)
+    return _instance_with(n, ClientContext(connection_id=connection_id), interval_ms)
+
+
+def _instance_with(n: int, context: ClientContext, interval_ms: int = 300000) -> ClientInstance:
+    resolution = _resolution(interval_ms)
     return ClientInstance(
-        UUID(int=n + 2),
-        ClientContext(connection_id=connection_id),
-        resolution,
-        version=0,
-        expiry_ms=instance_expiry_ms(interval_ms),
+        UUID(int=n + 2), context, resolution, version=0, expiry_ms=instance_expiry_ms(interval_ms)
     )
+
+
+@functools.cache
+def _resolution(interval_ms: int) -> Resolution:
+    """One resolution per interval, shared as the manager shares them."""
+    return resolve_matched(())._replace(push_interval_ms=interval_ms)
 
 
 @pytest.mark.parametrize(
@@ -125,3 +133,22 @@ def test_TEL_12_replacing_an_instance_keeps_one_entry() -> None:
 def test_TEL_12_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         ClientInstanceCache(capacity=0)
+
+
+def test_F13_a_cached_instance_is_one_object_for_the_garbage_collector() -> None:
+    """A full collection walks every tracked object, and anonymous clients choose how many instances
+    are made: each cached instance adds one tracked object (not its UUID and named tuple too), so a
+    flood of new client ids keeps the collector's pauses short."""
+    cache = ClientInstanceCache(capacity=2000)
+    contexts = [
+        ClientContext(f"client-{n}", "librdkafka", "2.16.0", "10.0.0.1", 4000 + n) for n in range(2000)
+    ]
+    gc.collect()
+    before = len(gc.get_objects())
+    for n, context in enumerate(contexts):
+        cache.put(_instance_with(n, context), T0)
+    gc.collect()
+    assert len(gc.get_objects()) - before < 2000 + 50
+    instance = cache.peek(UUID(int=7))
+    assert instance is not None
+    assert (instance.client_instance_id, instance.context) == (UUID(int=7), contexts[5])
