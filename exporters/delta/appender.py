@@ -1,12 +1,19 @@
-"""Idempotent appends to one Delta table with delta-rs (``deltalake``).
+"""Exactly-once appends to one Delta table with delta-rs (``deltalake``), acknowledged only on proof.
 
 Each ``append(data, version)`` is one Delta commit carrying a transaction action ``txn(app_id,
-version)``. Before writing, the appender reads the table's latest ``txn`` version for its app id: if
-the batch is already there (an earlier attempt committed but reported an error), nothing is written
-again. Transient storage errors are retried with bounded exponential backoff; concurrent writers'
-commits are resolved by delta-rs (appends do not conflict; it retries for the next log version).
-Files of a failed attempt are never referenced by the log, so readers never see them (``vacuum``
-removes them).
+version)``. The app id is the writer's name plus an incarnation drawn at random by each appender
+(``<app id>/<16 hex digits>``), so no other process, and no earlier run of this one, ever commits
+under it; versions strictly increase, and appends run one at a time. A retry after an ambiguous
+failure (the commit may have landed, but the answer was lost) therefore knows the batch is in the
+table exactly when the table's ``txn`` for that app id has reached its version: the proof that the
+commit is its own, not a stale number or another process's. Nothing is read at start-up, so a writer
+whose storage is down when it starts has nothing stale to trust later.
+
+Transient storage errors are retried with bounded exponential backoff; concurrent writers' commits
+are resolved by delta-rs (appends do not conflict; it retries for the next log version). Files of a
+failed attempt are never referenced by the log, so readers never see them (``vacuum`` removes them).
+With a ``WriterClaim``, every commit also carries the writer id's lease and is refused
+(``ClaimRefusedError``, never retried) when another process holds it (``writer_claim``).
 """
 
 from __future__ import annotations
@@ -14,15 +21,19 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import secrets
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Literal
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-__all__ = ["AppendError", "DeltaAppender", "storage_option", "sync_local_table"]
+from exporters.delta.writer_claim import ClaimRefusedError, WriterClaim
+
+__all__ = ["AppendError", "DeltaAppender", "storage_option", "sync_local_table", "wall_clock_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +57,12 @@ def storage_option(text: str) -> tuple[str, str]:
 
 
 class AppendError(Exception):
-    """A batch could not be committed after every attempt; nothing of it is visible."""
+    """A batch could not be committed after every attempt; nothing of it is visible (unless a commit
+    that reported an error landed after the last check: then it is there once)."""
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class DeltaAppender:
@@ -68,12 +84,18 @@ class DeltaAppender:
         compression: Compression = "SNAPPY",
         table_configuration: Mapping[str, str] | None = None,
         reopen_every: int = REOPEN_EVERY_COMMITS,
+        claim: WriterClaim | None = None,
+        now_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
+        """``now_ms``: the clock of the claim's heartbeats (tests fake it)."""
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
         self.table_uri = table_uri
         self.schema = schema
-        self.app_id = app_id
+        self.app_id = f"{app_id}/{secrets.token_hex(8)}"
+        """The ``txn`` app id: the writer's name and this appender's incarnation."""
+        self.claim = claim
+        self._now_ms = now_ms
         self.partition_by = list(partition_by)
         self.storage_options = dict(storage_options or {})
         self.attempts = attempts
@@ -87,6 +109,8 @@ class DeltaAppender:
         self.reopen_every = reopen_every
         self._table: DeltaTable | None = None
         self._commits_since_open = 0
+        self._last_version = -1
+        self._lock = threading.Lock()  # one append at a time: the proof assumes it
 
     def load(self) -> DeltaTable | None:
         """The table at its latest version, or None if it does not exist yet."""
@@ -103,26 +127,59 @@ class DeltaAppender:
         return self._table
 
     def committed_version(self) -> int:
-        """The last ``txn`` version this app id committed, or -1."""
+        """The last ``txn`` version this appender committed, or -1."""
         table = self.load()
-        if table is None:
-            return -1
-        version = table.transaction_version(self.app_id)
-        return -1 if version is None else version
+        return -1 if table is None else _txn_version(table, self.app_id)
 
-    def append(self, data: pa.Table, version: int) -> bool:
-        """Commit ``data`` as batch ``version``; False if that batch was already committed.
-
-        Raises AppendError after the last failed attempt.
+    def append(self, data: pa.Table, version: int) -> None:
+        """Commit ``data`` as batch ``version`` (greater than every earlier one); return once the
+        table holds it exactly once. Raises ``ClaimRefusedError`` at once when another process holds the
+        writer id, and AppendError after the last failed attempt.
         """
+        if version <= self._last_version:
+            raise ValueError(f"batch versions must increase: {version} after {self._last_version}")
+        with self._lock:
+            self._last_version = version
+            self._append(data, version)
+
+    def release(self) -> None:
+        """After the last append: commit the claim's release (one attempt), so that another process
+        may take the writer id over at once. Nothing when no claim is held."""
+        if self.claim is None or not self.claim.held:
+            return
+        with self._lock:
+            table = self.load()
+            if table is None:
+                return
+            self.claim.check(table, self._now_ms())
+            self._commit(self.schema.empty_table(), self.claim.release_transactions(wall_clock_ms()))
+            self.claim.held = False
+
+    def _append(self, data: pa.Table, version: int) -> None:
         delay = self.backoff_ms
         last_error: Exception | None = None
         for attempt in range(1, self.attempts + 1):
             try:
-                if self.committed_version() >= version:
-                    return attempt > 1  # found on a retry: our earlier attempt committed it
-                self._write(data, version)
-                return True
+                table = self.load()
+                if table is not None and _txn_version(table, self.app_id) >= version:
+                    if attempt == 1:  # nobody else commits under this app id: a broken invariant
+                        raise AppendError(
+                            f"{self.table_uri}: {self.app_id} already committed batch {version}"
+                        )
+                    self._committed()
+                    return  # proof: an earlier attempt of this very batch committed
+                updated = wall_clock_ms()  # Delta expires txn actions by it: always the real time
+                claiming = []
+                if self.claim is not None:
+                    now = self._now_ms()
+                    self.claim.check(table, now)
+                    claiming = self.claim.transactions(now, updated)
+                self._commit(data, [Transaction(self.app_id, version, updated), *claiming])
+                self._committed()
+                return
+            except (ClaimRefusedError, AppendError):
+                self._table = None
+                raise
             except Exception as exc:  # storage faults surface as many types (OSError, DeltaError, ...)
                 last_error = exc
                 self._table = None  # reload from scratch next time
@@ -134,10 +191,15 @@ class DeltaAppender:
                     delay = min(delay * 2, self.max_backoff_ms)
         try:
             if self.committed_version() >= version:
-                return True  # the last attempt committed after all
+                self._committed()
+                return  # the last attempt committed after all
         except Exception as exc:
             last_error = exc
         raise AppendError(f"{self.table_uri}: batch {version} not committed: {last_error}") from last_error
+
+    def _committed(self) -> None:
+        if self.claim is not None:
+            self.claim.held = True
 
     def _create(self) -> DeltaTable:
         """Create the table, or open it if another writer just did.
@@ -159,7 +221,7 @@ class DeltaAppender:
             log.info("creating %s: %s; opening it", self.table_uri, exc)
             return DeltaTable(self.table_uri, storage_options=self.storage_options or None)
 
-    def _write(self, data: pa.Table, version: int) -> None:
+    def _commit(self, data: pa.Table, transactions: list[Transaction]) -> None:
         table = self._table
         if table is None:
             table = self._table = self._create()
@@ -170,11 +232,15 @@ class DeltaAppender:
             writer_properties=self.writer_properties,
             storage_options=self.storage_options or None,
             commit_properties=CommitProperties(
-                app_transactions=[Transaction(self.app_id, version, int(time.time() * 1000))],
-                max_commit_retries=self.max_commit_retries,
+                app_transactions=transactions, max_commit_retries=self.max_commit_retries
             ),
         )
         self._commits_since_open += 1
+
+
+def _txn_version(table: DeltaTable, app_id: str) -> int:
+    version = table.transaction_version(app_id)
+    return -1 if version is None else version
 
 
 def _local_path(table_uri: str) -> str | None:

@@ -19,12 +19,21 @@ Failures are told apart by cause, so that one client's push never fails another'
 - *Storage*: the commit or the sync fails after its retries. Every push of the batch is RETRYABLE and
   ``health`` turns unhealthy (``/readyz`` answers 503) until a commit succeeds.
 
-Every commit carries the Delta transaction ``txn(app_id = "telemetry-sink/<writer_id>", version =
-batch sequence)``, so a commit retried after an ambiguous failure is never duplicated
-(``appender.DeltaAppender``). A writer id is unique per process by default (host name + random
-suffix); with a stable ``writer_id`` the sequence resumes from the table after a restart, and if the
-table already holds a sequence number the writer was about to use (its start-up read failed, or
-another process shares its id), it moves past it rather than skip the batch.
+Every commit carries the Delta transaction ``txn(app_id = "telemetry-sink/<writer_id>/<incarnation>",
+version = batch sequence)``: an app id no other process and no earlier run uses, so a commit retried
+after an ambiguous failure is recognised as its own and never duplicated, and a push is acknowledged
+only on that proof (``appender.DeltaAppender``). Every commit also carries the writer id's lease
+(``writer_claim``): while another live process holds the writer id, this one refuses to write, says
+why in ``health`` and answers exports RETRYABLE at once; an idle holder renews its lease every third
+of ``writer_lease_ms`` with an empty commit, and ``shutdown`` releases it.
+
+A commit (with its retries) that takes longer than ``commit_timeout_ms`` fails its batch, and every
+batch queued behind it, RETRYABLE: storage has stalled. Until the stalled commit returns, ``health``
+is unhealthy (``/readyz`` answers 503) and exports answer RETRYABLE at once, so no push holds an
+admission slot waiting for storage; the next commit starts only after the stalled one returned
+(commits stay one at a time), and a success makes the exporter healthy again. A stalled commit that
+lands after all holds pushes that were answered RETRYABLE: their clients send them again, so they
+can be in the table twice, never missing.
 
 On a local path the file system is synced after each commit, before any push of it is acknowledged
 (delta-rs does not fsync). The queue is bounded (``max_pending_bytes``, counted as the batches are):
@@ -36,27 +45,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
 
 import pyarrow as pa
 
 from exporters.base import Exporter, ExportResult, Health, TelemetryPush
-from exporters.delta.appender import AppendError, Compression, DeltaAppender, sync_local_table
-from exporters.delta.schema import (
-    PARTITION_BY,
-    STATS_COLUMNS,
-    TELEMETRY_PUSHES_SCHEMA,
-    pushes_to_table,
-    with_batch_seq,
-)
+from exporters.delta.appender import Compression, DeltaAppender, sync_local_table, wall_clock_ms
+from exporters.delta.schema import PARTITION_BY, STATS_COLUMNS, TELEMETRY_PUSHES_SCHEMA, pushes_to_table
+from exporters.delta.writer_claim import DEFAULT_WRITER_LEASE_MS, ClaimRefusedError, WriterClaim
 
 __all__ = [
+    "DEFAULT_COMMIT_TIMEOUT_MS",
     "DEFAULT_MAX_BATCH_BYTES",
     "DEFAULT_MAX_BATCH_LATENCY_MS",
     "DEFAULT_MAX_BATCH_ROWS",
@@ -66,11 +72,15 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_MAX_BATCH_ROWS: Final = 5000
 DEFAULT_MAX_BATCH_BYTES: Final = 32 * 1024 * 1024
 DEFAULT_MAX_BATCH_LATENCY_MS: Final = 200
 DEFAULT_MAX_PENDING_BYTES: Final = 256 * 1024 * 1024
+DEFAULT_COMMIT_TIMEOUT_MS: Final = 15_000
+"""Half of Kafka's ``request.timeout.ms`` (30 s): a client waiting on a stalled commit is answered
+before it gives up on its own."""
 _DATA_ERRORS: Final = (ValueError, TypeError, OverflowError)
 """What converting a value no column can hold raises (pyarrow's ArrowInvalid and ArrowTypeError, a
 UnicodeEncodeError for a lone surrogate)."""
@@ -116,7 +126,11 @@ class DeltaLandingExporter(Exporter):
         retry_backoff_ms: int = 100,
         compression: Compression = "SNAPPY",
         fsync: bool = True,
+        commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS,
+        writer_lease_ms: int = DEFAULT_WRITER_LEASE_MS,
+        wall_clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
+        """``wall_clock``: milliseconds since the epoch, for the lease's heartbeats (tests fake it)."""
         problems = [
             f"{name} must be positive"
             for name, value in (
@@ -124,6 +138,8 @@ class DeltaLandingExporter(Exporter):
                 ("max_batch_bytes", max_batch_bytes),
                 ("max_pending_bytes", max_pending_bytes),
                 ("commit_attempts", commit_attempts),
+                ("commit_timeout_ms", commit_timeout_ms),
+                ("writer_lease_ms", writer_lease_ms),
             )
             if value < 1
         ]
@@ -138,6 +154,8 @@ class DeltaLandingExporter(Exporter):
         self.max_batch_latency_ms = max_batch_latency_ms
         self.max_pending_bytes = max_pending_bytes
         self.fsync = fsync
+        self.commit_timeout_ms = commit_timeout_ms
+        self.claim = WriterClaim(self.writer_id, writer_lease_ms)
         self.appender = DeltaAppender(
             table_uri,
             TELEMETRY_PUSHES_SCHEMA,
@@ -148,6 +166,8 @@ class DeltaLandingExporter(Exporter):
             backoff_ms=retry_backoff_ms,
             stats_columns=STATS_COLUMNS,
             compression=compression,
+            claim=self.claim,
+            now_ms=wall_clock,
         )
         self._batches: deque[_Batch] = deque()
         self._pending_bytes = 0
@@ -156,19 +176,21 @@ class DeltaLandingExporter(Exporter):
         self._closing = False
         self._sequence = 0
         self._health = Health(True, "no commit yet")
+        self._refusal: str | None = None
+        """Why exports are answered RETRYABLE at once (another process holds the writer id), or None."""
+        self._stalled: asyncio.Future[Any] | None = None
+        """A commit past ``commit_timeout_ms`` that has not returned yet."""
+        self._last_commit_at = -math.inf
         self.commits = 0
         self.commit_latencies_ms: list[float] = []
 
     async def start(self) -> None:
+        """Start the flusher; its first commit claims the writer id (nothing is read before)."""
         self._wakeup = asyncio.Event()
-        try:
-            self._sequence = await asyncio.to_thread(self.appender.committed_version) + 1
-        except Exception as exc:  # storage down at start-up: report it; commits resynchronise
-            self._health = Health(False, f"cannot read {self.table_uri}: {exc}")
         self._task = asyncio.create_task(self._run(), name=f"delta-landing-{self.writer_id}")
 
     async def export(self, push: TelemetryPush) -> ExportResult:
-        if self._closing or self._wakeup is None:
+        if self._closing or self._wakeup is None or self._refusal is not None or self._stalled is not None:
             return ExportResult.RETRYABLE
         size = push.size
         if self._batches and self._pending_bytes + size > self.max_pending_bytes:
@@ -206,6 +228,7 @@ class DeltaLandingExporter(Exporter):
         return all(result is ExportResult.SUCCESS for result in results)
 
     async def shutdown(self) -> None:
+        """Commit what is queued, stop the flusher and release the writer id."""
         if self._closing:
             return
         self._closing = True  # from now on exports answer RETRYABLE
@@ -215,8 +238,17 @@ class DeltaLandingExporter(Exporter):
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._stalled is None and self.claim.held:
+            try:
+                await self._in_thread(self.appender.release)
+            except Exception as exc:  # the lease then expires by itself
+                log.warning("writer id %s not released: %s", self.writer_id, exc)
 
     def health(self) -> Health:
+        if self._stalled is not None:
+            return Health(False, f"a commit to {self.table_uri} has run over {self.commit_timeout_ms} ms")
+        if self._refusal is not None:
+            return Health(False, self._refusal)
         return self._health
 
     # -- the flusher --------------------------------------------------------------------------
@@ -236,14 +268,30 @@ class DeltaLandingExporter(Exporter):
             return 0.0
         return max(0.0, self.max_batch_latency_ms / 1000 - (time.monotonic() - first.first_at))
 
+    def _renewal_due_in(self) -> float:
+        """Seconds until the lease must be claimed or renewed by an empty commit (0: now)."""
+        if self._closing:
+            return math.inf
+        since = time.monotonic() - self._last_commit_at
+        return max(0.0, self.claim.lease_ms / 3000 - since)
+
     async def _run(self) -> None:
         assert self._wakeup is not None
         while True:
+            if self._stalled is not None:
+                with contextlib.suppress(Exception):
+                    await self._stalled  # commits stay one at a time: wait for it to return
+                self._stalled = None
             if not self._batches:
                 if self._closing:
                     return
+                due = self._renewal_due_in()
+                if due <= 0:
+                    await self._renew()
+                    continue
                 self._wakeup.clear()
-                await self._wakeup.wait()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), due)
                 continue
             due = self._due_in()
             if due > 0:
@@ -255,42 +303,85 @@ class DeltaLandingExporter(Exporter):
             self._pending_bytes -= batch.size
             await self._commit(batch)
 
+    async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
+        """``function(*args)`` in a worker thread, waited for at most ``commit_timeout_ms``: past it,
+        the call is left running as ``_stalled`` and TimeoutError is raised."""
+        call = asyncio.ensure_future(asyncio.to_thread(function, *args))
+        try:
+            return await asyncio.wait_for(asyncio.shield(call), self.commit_timeout_ms / 1000)
+        except TimeoutError:
+            self._stalled = call
+            raise
+
+    async def _renew(self) -> None:
+        """Claim or renew the writer id's lease with an empty commit."""
+        sequence = self._sequence
+        self._sequence += 1
+        try:
+            await self._in_thread(self.appender.append, TELEMETRY_PUSHES_SCHEMA.empty_table(), sequence)
+        except Exception as exc:
+            self._failed(exc)
+        else:
+            self._succeeded(f"holds writer id {self.writer_id}")
+
     async def _commit(self, batch: _Batch) -> None:
         sequence = self._sequence
         self._sequence += 1  # never reused, even after a failure: versions need not be contiguous
         started = time.monotonic()
         try:
-            used = await asyncio.to_thread(self._land, batch, sequence)
-        except Exception as exc:  # a storage failure: AppendError, a sync failure
-            log.error("landing %d pushes in %s failed: %s", len(batch.pushes), self.table_uri, exc)
-            self._health = Health(False, f"last commit failed: {exc}")
+            landed = await self._in_thread(self._land, batch, sequence)
+        except Exception as exc:  # a storage failure (AppendError, a sync failure), a stall, a refusal
+            self._failed(exc)
             result = ExportResult.RETRYABLE
         else:
-            if used is not None:
-                self._sequence = max(self._sequence, used + 1)
+            if landed:
                 self.commits += 1
                 self.commit_latencies_ms.append((time.monotonic() - started) * 1000)
                 if len(self.commit_latencies_ms) > 10_000:
                     del self.commit_latencies_ms[:5_000]
-                self._health = Health(True, f"committed batch {used}")
+                self._succeeded(f"committed batch {sequence}")
             result = ExportResult.SUCCESS
         if not batch.future.done():
             batch.future.set_result(result)
 
-    def _land(self, batch: _Batch, sequence: int) -> int | None:
-        """In a worker thread: convert, commit, make durable; return the sequence number used (None:
-        no push of the batch could be converted, nothing was committed)."""
+    def _succeeded(self, detail: str) -> None:
+        self._last_commit_at = time.monotonic()
+        self._refusal = None
+        self._health = Health(True, detail)
+
+    def _failed(self, exc: Exception) -> None:
+        if isinstance(exc, ClaimRefusedError):
+            log.error("%s", exc)
+            self._refusal = str(exc)
+            self._fail_queued()
+        elif isinstance(exc, TimeoutError):  # the batches behind it would wait on storage: fail them now
+            log.error(
+                "a commit to %s ran over %d ms: storage has stalled", self.table_uri, self.commit_timeout_ms
+            )
+            self._fail_queued()
+        else:
+            log.error("committing to %s failed: %s", self.table_uri, exc)
+            self._health = Health(False, f"last commit failed: {exc}")
+        self._last_commit_at = time.monotonic()  # the next claim or renewal waits its period
+
+    def _fail_queued(self) -> None:
+        """Answer every queued batch RETRYABLE (nothing of them was written)."""
+        while self._batches:
+            batch = self._batches.popleft()
+            self._pending_bytes -= batch.size
+            if not batch.future.done():
+                batch.future.set_result(ExportResult.RETRYABLE)
+
+    def _land(self, batch: _Batch, sequence: int) -> bool:
+        """In a worker thread: convert, commit, make durable; False when no push of the batch could
+        be converted (nothing was committed)."""
         table = self._rows(batch, sequence)
         if table is None:
-            return None
-        if not self.appender.append(table, sequence):
-            # the table already holds this sequence number, so ours is stale: move past it
-            sequence = self.appender.committed_version() + 1
-            if not self.appender.append(with_batch_seq(table, sequence), sequence):
-                raise AppendError(f"{self.table_uri}: sequence {sequence} taken by another writer")
+            return False
+        self.appender.append(table, sequence)
         if self.fsync:
             sync_local_table(self.table_uri)
-        return sequence
+        return True
 
     def _rows(self, batch: _Batch, sequence: int) -> pa.Table | None:
         """The batch's rows; if its data cannot be converted, the rows of the pushes that convert

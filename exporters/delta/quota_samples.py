@@ -2,8 +2,9 @@
 
 Every ``period_ms`` the recorder asks its source for the current sensor values (byte rates, request
 time, tokens, throttle times, connection counts, per entity) and appends them in one commit, so
-throttling can be rolled up by quota entity over time. Commits are idempotent like the landing
-exporter's (``txn`` app id per writer + sample sequence).
+throttling can be rolled up by quota entity over time. Commits are exactly once like the landing
+exporter's (``txn`` app id per writer and process incarnation + snapshot sequence: a retried commit is
+recognised as its own, ``appender.DeltaAppender``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class QuotaSampleRecorder:
             storage_options=storage_options,
             attempts=commit_attempts,
         )
-        self._sequence: int | None = None
+        self._sequence = 0
         self._stopped = asyncio.Event()
         self._health = Health(True, "no snapshot yet")
 
@@ -60,8 +61,6 @@ class QuotaSampleRecorder:
         if not samples:
             return True
         try:
-            if self._sequence is None:
-                self._sequence = await asyncio.to_thread(self.appender.committed_version) + 1
             sequence = self._sequence
             self._sequence += 1
             await asyncio.to_thread(self._append, samples, now_ms, sequence)

@@ -52,7 +52,6 @@ __all__ = [
     "pushes_to_table",
     "quota_samples_to_table",
     "utc_date",
-    "with_batch_seq",
 ]
 
 PARTITION_BY: Final = ["date"]
@@ -147,13 +146,6 @@ def pushes_to_table(pushes: Sequence[TelemetryPush], writer_id: str, batch_seq: 
         "batch_seq": [batch_seq] * n,
     }
     return pa.Table.from_pydict(columns, schema=TELEMETRY_PUSHES_SCHEMA)
-
-
-def with_batch_seq(table: pa.Table, batch_seq: int) -> pa.Table:
-    """``pushes_to_table``'s rows renumbered as commit ``batch_seq`` (nothing else is converted again)."""
-    index = TELEMETRY_PUSHES_SCHEMA.get_field_index("batch_seq")
-    column = pa.array([batch_seq] * table.num_rows, pa.int64())
-    return table.set_column(index, TELEMETRY_PUSHES_SCHEMA.field(index), column)
 
 
 class QuotaSample(NamedTuple):

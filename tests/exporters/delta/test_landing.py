@@ -7,16 +7,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
 import exporters.delta.schema as schema_module
 from exporters import TELEMETRY_PUSHES_SCHEMA, DeltaLandingExporter, ExportResult, TelemetryPush
 from exporters.delta.appender import AppendError, DeltaAppender
-from exporters.delta.schema import PARTITION_BY, pushes_to_table, with_batch_seq
+from exporters.delta.schema import PARTITION_BY, pushes_to_table
 from tests.support.clock import T0
 from tests.support.otlp import push
+from tests.support.storage_faults import write_faults
 
 pytestmark = pytest.mark.integration
 
@@ -149,51 +149,53 @@ async def test_group_commit_is_bounded_by_latency(tmp_path: Path) -> None:
     await exporter.shutdown()
 
 
-async def test_a_retried_commit_is_never_duplicated(tmp_path: Path) -> None:
-    """The first attempt commits but reports an error (as a lost reply from storage would)."""
+def test_F6_a_retried_commit_that_had_landed_is_not_written_again(tmp_path: Path) -> None:
+    """The first attempt commits but reports an error (as a lost reply from storage would): the retry
+    finds its own ``txn`` and writes nothing."""
     appender = DeltaAppender(
         str(tmp_path / "t"), TELEMETRY_PUSHES_SCHEMA, "w", partition_by=PARTITION_BY, backoff_ms=1
     )
-    real_write = appender._write
-    calls = 0
-
-    def write_then_fail(data: pa.Table, version: int) -> None:  # a fault we cannot cause otherwise
-        nonlocal calls
-        calls += 1
-        real_write(data, version)
-        if calls == 1:
-            raise OSError("connection reset after the commit")
-
-    appender._write = write_then_fail  # type: ignore[method-assign]
-    data = pushes_to_table([push(1), push(2)], "w", 0)
-    assert appender.append(data, 0) is True
-    assert calls == 1  # the retry saw txn version 0 and wrote nothing
-    assert appender.append(data, 0) is False  # and so does a later call
+    with write_faults() as faults:
+        faults.plan("after")
+        appender.append(pushes_to_table([push(1), push(2)], "w", 0), 0)
+    assert faults.calls == 1  # the retry saw txn version 0 and wrote nothing
     assert DeltaTable(appender.table_uri).to_pyarrow_table().num_rows == 2
-    assert DeltaTable(appender.table_uri).transaction_version("w") == 0
+    assert DeltaTable(appender.table_uri).transaction_version(appender.app_id) == 0
+
+
+def test_F6_batch_versions_must_increase(tmp_path: Path) -> None:
+    appender = DeltaAppender(str(tmp_path / "t"), TELEMETRY_PUSHES_SCHEMA, "w")
+    appender.append(pushes_to_table([push(1)], "w", 3), 3)
+    with pytest.raises(ValueError, match="must increase: 3 after 3"):
+        appender.append(pushes_to_table([push(2)], "w", 3), 3)
 
 
 def test_append_gives_up_with_a_clear_error(tmp_path: Path) -> None:
     appender = DeltaAppender(str(tmp_path / "t"), TELEMETRY_PUSHES_SCHEMA, "w", attempts=2, backoff_ms=1)
+    data = pushes_to_table([push()], "w", 3)
+    with write_faults() as faults:
+        faults.always = "before"
+        with pytest.raises(AppendError, match="batch 3 not committed: injected"):
+            appender.append(data, 3)
+    assert faults.calls == 2
 
-    def always_fail(data: pa.Table, version: int) -> None:
-        raise OSError("no space left on device")
 
-    appender._write = always_fail  # type: ignore[method-assign]
-    with pytest.raises(AppendError, match="batch 3 not committed: no space left"):
-        appender.append(pushes_to_table([push()], "w", 3), 3)
-
-
-async def test_a_stable_writer_id_resumes_its_sequence(tmp_path: Path) -> None:
+async def test_F6_a_restarted_writer_id_writes_under_a_new_incarnation_and_keeps_every_row(
+    tmp_path: Path,
+) -> None:
     first = await _exporter(tmp_path, writer_id="pod-0", max_batch_rows=1)
     for n in range(3):
-        assert await first.export(push(n)) is ExportResult.SUCCESS
+        assert await first.export(push(n, push_id=f"p{n}")) is ExportResult.SUCCESS
     await first.shutdown()
     second = await _exporter(tmp_path, writer_id="pod-0", max_batch_rows=1)
-    assert await second.export(push(9)) is ExportResult.SUCCESS
+    assert await second.export(push(9, push_id="p9")) is ExportResult.SUCCESS
     await second.shutdown()
-    seqs = sorted(r["batch_seq"] for r in _rows(second.table_uri))
-    assert seqs == [0, 1, 2, 3]
+    rows = _rows(second.table_uri)
+    assert sorted(r["push_id"] for r in rows) == ["p0", "p1", "p2", "p9"]
+    table = DeltaTable(second.table_uri)
+    assert first.appender.app_id != second.appender.app_id
+    assert table.transaction_version(first.appender.app_id) is not None
+    assert table.transaction_version(second.appender.app_id) is not None
 
 
 async def test_shutdown_flushes_and_later_exports_are_retryable(tmp_path: Path) -> None:
@@ -247,26 +249,16 @@ async def test_a_storage_failure_is_retryable_for_the_batch_and_unhealthy_until_
     tmp_path: Path,
 ) -> None:
     exporter = await _exporter(tmp_path, max_batch_latency_ms=60_000, commit_attempts=1)
-    real_write = exporter.appender._write
-
-    def no_space(data: pa.Table, version: int) -> None:  # a fault we cannot cause otherwise
-        raise OSError("no space left on device")
-
-    exporter.appender._write = no_space  # type: ignore[method-assign]
-    results = await _flushed(exporter, [push(0), _poisoned(1, "client_id", "\udcff")])
-    assert results == [ExportResult.RETRYABLE, ExportResult.PERMANENT]  # the bad push stays refused
-    assert not exporter.health().healthy
-    assert "no space left" in exporter.health().detail
-    exporter.appender._write = real_write  # type: ignore[method-assign]
-    assert await _flushed(exporter, [push(2)]) == [ExportResult.SUCCESS]
+    with write_faults() as faults:
+        faults.always = "before"
+        results = await _flushed(exporter, [push(0), _poisoned(1, "client_id", "\udcff")])
+        assert results == [ExportResult.RETRYABLE, ExportResult.PERMANENT]  # the bad push stays refused
+        assert not exporter.health().healthy
+        assert "storage unavailable" in exporter.health().detail
+        faults.always = None
+        assert await _flushed(exporter, [push(2)]) == [ExportResult.SUCCESS]
     assert exporter.health().healthy
     await exporter.shutdown()
-
-
-def test_rows_renumbered_for_another_commit_keep_the_schema() -> None:
-    table = with_batch_seq(pushes_to_table([push(1), push(2)], "w", 0), 7)
-    assert table.schema == TELEMETRY_PUSHES_SCHEMA
-    assert table.column("batch_seq").to_pylist() == [7, 7]
 
 
 def test_bad_batch_bounds_are_rejected() -> None:

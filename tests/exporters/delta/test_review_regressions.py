@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from exporters import DeltaLandingExporter, ExportResult, PushContext, Telemetry
 from exporters.delta.appender import sync_local_table
 from tests.support.clock import T0
 from tests.support.otlp import push
+from tests.support.storage_faults import read_faults
 
 pytestmark = pytest.mark.integration
 
@@ -42,30 +44,23 @@ async def test_a_cancelled_push_does_not_cancel_its_batch_mates(tmp_path: Path) 
     assert len(_ids(exporter.table_uri)) == 2  # the cancelled caller's push was still landed
 
 
-async def test_a_failed_start_up_read_never_acknowledges_an_unwritten_push(tmp_path: Path) -> None:
+async def test_F6_a_restart_on_flaky_storage_never_acknowledges_an_unwritten_push(tmp_path: Path) -> None:
+    """The same replica id restarts while storage is flaky: its first two reads of the table fail (the
+    start-up read the old code made, or the claim's first attempt, then the first batch's). A retry
+    finding the previous run's later ``txn`` must not take it for its own: every acknowledged push is
+    in the table."""
     table = str(tmp_path / "t")
     first = DeltaLandingExporter(table, writer_id="pod-0", max_batch_rows=1)
     await first.start()
     for n in range(3):
         assert await first.export(push(n)) is ExportResult.SUCCESS
     await first.shutdown()
-    second = DeltaLandingExporter(table, writer_id="pod-0", max_batch_rows=1)
-    real = second.appender.committed_version
-    calls = 0
-
-    def fails_once() -> int:  # storage unreachable at start-up, a fault we cannot cause otherwise
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise OSError("storage unreachable")
-        return real()
-
-    second.appender.committed_version = fails_once  # type: ignore[method-assign]
-    await second.start()
-    assert not second.health().healthy
-    pushes = [push(10 + n) for n in range(4)]
-    assert [await second.export(p) for p in pushes] == [ExportResult.SUCCESS] * 4
-    await second.shutdown()
+    with read_faults(2):
+        second = DeltaLandingExporter(table, writer_id="pod-0", max_batch_rows=1, retry_backoff_ms=1)
+        await second.start()
+        pushes = [push(10 + n) for n in range(4)]
+        assert [await second.export(p) for p in pushes] == [ExportResult.SUCCESS] * 4
+        await second.shutdown()
     assert set(_ids(table)) >= {p.context.push_id for p in pushes}
     assert len(_ids(table)) == 7
 
@@ -181,7 +176,9 @@ async def test_full_vacuum_removes_files_no_commit_referenced(tmp_path: Path) ->
     await exporter.shutdown()
     orphan = table / "date=2023-11-14" / "part-orphan-of-a-failed-commit.parquet"
     pq.write_table(pa.table({"x": [1]}), orphan)
-    report = maintain(str(table), retention_hours=0)
+    week_ago = time.time() - 169 * 3600  # older than the retention floor (168 hours)
+    os.utime(orphan, (week_ago, week_ago))
+    report = maintain(str(table))
     assert report.files_vacuumed >= 1
     assert not orphan.exists()
     assert len(_ids(str(table))) == 1
