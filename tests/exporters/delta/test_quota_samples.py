@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from deltalake import DeltaTable
 
 from exporters import QuotaSample, QuotaSampleRecorder
 from tests.support.clock import T0
+from tests.support.storage_faults import write_faults
 
 pytestmark = pytest.mark.integration
 
@@ -57,3 +59,24 @@ async def test_a_storage_fault_is_reported_not_raised(tmp_path: Path) -> None:
     recorder = QuotaSampleRecorder(str(blocker / "q"), writer_id="w", commit_attempts=1)
     assert not await recorder.record(SAMPLES, T0)
     assert not recorder.health().healthy
+
+
+async def test_F6_a_snapshot_whose_commit_answer_is_lost_lands_once_even_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Each recorder commits under its own incarnation: a restarted one (same writer id, sequence
+    from 0 again) never takes the previous run's commits for its own, and a retry after a lost answer
+    finds its own commit and writes nothing more."""
+    table = str(tmp_path / "quota_samples")
+    first = QuotaSampleRecorder(table, writer_id="w")
+    for n in range(3):
+        assert await first.record(SAMPLES, T0 + n)
+    restarted = QuotaSampleRecorder(table, writer_id="w")
+    with write_faults() as faults:
+        faults.plan("after")
+        assert await restarted.record(SAMPLES, T0 + 10)
+    assert faults.calls == 1
+    times = Counter(
+        t.timestamp() for t in DeltaTable(table).to_pyarrow_table().column("sampled_at").to_pylist()
+    )
+    assert sorted(times.values()) == [3, 3, 3, 3]  # four snapshots of three samples, each once
