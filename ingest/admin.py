@@ -12,6 +12,16 @@ quota entity changed; strict by default: a change over the quota is refused with
 THROTTLING_QUOTA_EXCEEDED and the time to wait, permissive: accepted and throttled), are written to the
 config log (durable before the answer) and are then applied from it, like every other replica's
 changes. ``validate_only`` checks without writing or recording.
+
+A change is prepared from this replica's image at some config-log offset and committed only if the
+log is still there (``ConfigLog.append``, F16). When another change got there first, a change that
+depends on nothing before it (a PUT or DELETE of a whole subscription, AlterClientQuotas: absolute
+values) is prepared again from the refreshed image and retried once; an IncrementalAlterConfigs
+(PATCH), which keeps the properties it read, is never retried: it is refused with NOT_CONTROLLER (41,
+retriable; HTTP 409), the message naming both offsets, so it cannot revert a change its author did not
+see. As in KRaft, where a controller whose metadata-log append is fenced by another answers
+NOT_CONTROLLER and the admin client retries. A change the log may or may not hold (the commit failed
+and the log could not be read) is answered UNKNOWN_SERVER_ERROR saying so; retrying it is safe.
 """
 
 from __future__ import annotations
@@ -20,9 +30,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 from uuid import UUID
 
-from exporters.delta.appender import AppendError
 from ingest.config_log import (
     ConfigChange,
+    ConfigConflictError,
+    ConfigLogError,
     ConfigLogFollower,
     ConfigRecord,
     EntityComponent,
@@ -59,7 +70,8 @@ __all__ = [
     "instance_summary",
 ]
 
-_UNSTORED: Final = "The change could not be written to the config log; retry"
+CONFLICT_RETRIES: Final = 1
+"""How often a change that depends on nothing before it is prepared again after a conflict."""
 
 
 class SuperUserAuthorizer:
@@ -144,24 +156,11 @@ class SinkAdmin:
         *,
         validate_only: bool = False,
     ) -> AdminResult[int]:
-        """Give ``name`` exactly ``properties`` (creating it; empty deletes it); value: the log offset."""
-        checked = self.subscriptions.alter(client.principal, name, properties, validate_only=True)
-        unchanged = not properties and self.follower.image.store.get(name) is None  # deleting nothing
-        if checked.error is not Errors.NONE or validate_only or unchanged:
-            return checked._replace(value=self.follower.image.version)
-        quota = self._mutation_quota(client)
-        now = self.now_ms()
-        try:
-            quota.record(1, now)
-        except ThrottlingQuotaExceededError as exc:
-            return AdminResult(Errors.THROTTLING_QUOTA_EXCEEDED, str(exc), None, exc.throttle_time_ms)
-        try:
-            version = await self.follower.write(
-                [SubscriptionChange(name, dict(properties))], client.principal, now
-            )
-        except AppendError:
-            return AdminResult(Errors.UNKNOWN_SERVER_ERROR, _UNSTORED)
-        return AdminResult(Errors.NONE, None, version, quota.throttle_time_ms(self.now_ms()))
+        """Give ``name`` exactly ``properties`` (creating it; empty deletes it); value: the log offset.
+        Depends on nothing before it: retried once on a conflict."""
+        return await self._change_subscription(
+            client, name, lambda _: dict(properties), validate_only, retries=CONFLICT_RETRIES
+        )
 
     async def update_subscription(
         self,
@@ -171,15 +170,60 @@ class SinkAdmin:
         *,
         validate_only: bool = False,
     ) -> AdminResult[int]:
-        """IncrementalAlterConfigs: set the given keys, delete those given as None, keep the rest."""
-        current = self.follower.image.store.get(name)
-        properties: dict[str, PropertyValue] = dict(current.properties) if current else {}
-        for key, value in changes.items():
-            if value is None:
-                properties.pop(key, None)
-            else:
-                properties[key] = value
-        return await self.alter_subscription(client, name, properties, validate_only=validate_only)
+        """IncrementalAlterConfigs: set the given keys, delete those given as None, keep the rest (as
+        this replica's image has them: NOT_CONTROLLER if the log moved on meanwhile)."""
+
+        def patched(current: Mapping[str, PropertyValue]) -> dict[str, PropertyValue]:
+            properties = dict(current)
+            for key, value in changes.items():
+                if value is None:
+                    properties.pop(key, None)
+                else:
+                    properties[key] = value
+            return properties
+
+        return await self._change_subscription(client, name, patched, validate_only, retries=0)
+
+    async def _change_subscription(
+        self,
+        client: ClientContext,
+        name: str,
+        new_properties: Callable[[Mapping[str, PropertyValue]], dict[str, PropertyValue]],
+        validate_only: bool,
+        *,
+        retries: int,
+    ) -> AdminResult[int]:
+        """Prepare ``name``'s new properties from the image (``new_properties`` of the current ones),
+        check them, and log them conditionally on the image's offset."""
+        now = self.now_ms()
+        quota: ControllerMutationQuota | None = None
+        while True:
+            image = self.follower.image
+            read_version = image.version  # with the read below: no await in between
+            current = image.store.get(name)
+            properties = new_properties(current.properties if current else {})
+            checked = self.subscriptions.alter(client.principal, name, properties, validate_only=True)
+            unchanged = not properties and current is None  # deleting nothing
+            if checked.error is not Errors.NONE or validate_only or unchanged:
+                return checked._replace(value=read_version)
+            if quota is None:  # one permit per request, whatever its attempts
+                quota = self._mutation_quota(client)
+                try:
+                    quota.record(1, now)
+                except ThrottlingQuotaExceededError as exc:
+                    return AdminResult(Errors.THROTTLING_QUOTA_EXCEEDED, str(exc), None, exc.throttle_time_ms)
+            try:
+                version = await self.follower.write(
+                    [SubscriptionChange(name, properties)], client.principal, now, read_version=read_version
+                )
+            except ConfigConflictError as exc:
+                if retries == 0:
+                    return AdminResult(Errors.NOT_CONTROLLER, str(exc), exc.log_version)
+                retries -= 1  # the image has caught up: prepare it again
+                continue
+            except ConfigLogError as exc:
+                return AdminResult(Errors.UNKNOWN_SERVER_ERROR, str(exc))
+            return AdminResult(Errors.NONE, None, version, quota.throttle_time_ms(self.now_ms()))
 
     def describe_subscription(
         self, client: ClientContext, name: str
@@ -225,15 +269,30 @@ class SinkAdmin:
             entries.append((alteration.entity, Errors.NONE, None))
             changes += entity_changes
         if changes and not validate_only:
-            try:
-                await self.follower.write(changes, client.principal, now)
-            except AppendError:
+            failure = await self._write_quotas(changes, client.principal, now)
+            if failure is not None:
                 logged = {c.entity for c in changes if isinstance(c, QuotaChange)}
                 entries = [
-                    (e, Errors.UNKNOWN_SERVER_ERROR, _UNSTORED) if e in logged else (e, error, message)
-                    for e, error, message in entries
+                    (e, *failure) if e in logged else (e, error, message) for e, error, message in entries
                 ]
         return AlterClientQuotasResult(entries, quota.throttle_time_ms(self.now_ms()))
+
+    async def _write_quotas(
+        self, changes: Sequence[ConfigChange], principal: str, now: int
+    ) -> tuple[Errors, str] | None:
+        """Log quota changes (absolute values: retried once on a conflict); the error, if any."""
+        retries = CONFLICT_RETRIES
+        while True:
+            try:
+                await self.follower.write(changes, principal, now, read_version=self.follower.image.version)
+            except ConfigConflictError as exc:
+                if retries == 0:
+                    return Errors.NOT_CONTROLLER, str(exc)
+                retries -= 1  # the image has caught up: the values do not depend on it
+                continue
+            except ConfigLogError as exc:
+                return Errors.UNKNOWN_SERVER_ERROR, str(exc)
+            return None
 
     def describe_client_quotas(
         self, client: ClientContext, components: Sequence[EntityComponent], *, strict: bool = False

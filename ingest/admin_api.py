@@ -24,6 +24,11 @@ Answers are JSON with ``error_code``, ``error`` (the Kafka error name) and ``mes
 ``throttle_time_ms`` on changes (with ``Retry-After`` when positive). The HTTP status follows
 ``errors.ADMIN_HTTP_STATUS``, except that a refused request without a credential is 401 (with
 ``WWW-Authenticate: Bearer``). AlterClientQuotas answers every entry on its own, as Kafka does.
+
+A change that lost the race for its config-log offset to another change (``ingest.admin``) is answered
+409 with NOT_CONTROLLER (41): nothing was written, the message names the offset the change was
+prepared at and the log's, ``offset`` is the log's; send it again (a PATCH is then applied to the state
+that won). For AlterClientQuotas the answer is 409 too, with the entries' errors.
 """
 
 from __future__ import annotations
@@ -247,6 +252,9 @@ def admin_routes(
         errors = {error for _, error, _ in result.entries}
         denied = errors == {Errors.CLUSTER_AUTHORIZATION_FAILED}
         overall = Errors.CLUSTER_AUTHORIZATION_FAILED if denied else Errors.NONE
+        conflicts = [message for _, error, message in result.entries if error is Errors.NOT_CONTROLLER]
+        if conflicts:
+            overall = Errors.NOT_CONTROLLER
         entries = [
             {
                 "entity": _entity_json(entity_parts(e)),
@@ -256,7 +264,8 @@ def admin_routes(
             }
             for e, error, message in result.entries
         ]
-        return _answer(client, overall, None, result.throttle_time_ms, entries=entries)
+        message = conflicts[0] if conflicts else None
+        return _answer(client, overall, message, result.throttle_time_ms, entries=entries)
 
     async def list_instances(request: web.Request, client: ClientContext) -> web.Response:
         try:

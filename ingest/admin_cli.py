@@ -24,6 +24,9 @@ Named as a Kafka operator expects (``kafka-client-metrics.sh``, ``kafka-configs.
 - Exit status (``EXIT_*``): 0 when the answer's error is NONE (for ``quotas alter``, every entry's);
   1 when the sink answered an error, each printed on stderr as ``error: <NAME>: <message>``; 2 for a
   usage error or when no admin API answered (unreachable, not JSON), as one line on stderr.
+- A change that lost a config-log race (HTTP 409, NOT_CONTROLLER: another change was written since
+  the replica read the state this one was prepared from) was not written: the error names both
+  offsets and a last line says to run the command again (exit 1).
 """
 
 from __future__ import annotations
@@ -664,6 +667,11 @@ def run_admin(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
+    if response.status_code == 409:
+        print(
+            f"{_PROG}: nothing was written (another change came first): run the command again",
+            file=sys.stderr,
+        )
     if response.status_code == 401 and token is None:
         print(f"{_PROG}: no credential was sent: give --token or set {TOKEN_ENV}", file=sys.stderr)
     return EXIT_ERROR if errors else EXIT_OK

@@ -14,12 +14,18 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from deltalake.exceptions import TableNotFoundError
 
 from exporters import delta_tables_under, list_shards, maintain
-from exporters.delta.maintenance import DEFAULT_RETENTION_HOURS
+from exporters.delta.maintenance import (
+    DEFAULT_RETENTION_HOURS,
+    MIN_RETENTION_HOURS,
+    RetentionTooShortError,
+    check_retention,
+)
+from exporters.delta.object_store import commit_safety_problems
 from ingest.admin_cli import add_admin_parser, run_admin
 from ingest.config import SinkConfig, SinkConfigError
 from ingest.config_log import CONFIG_LOG_TABLE
@@ -59,7 +65,8 @@ def add_commands(
     maintain_cmd = commands.add_parser(
         "maintain",
         parents=[lake],
-        help="compact, vacuum and checkpoint the Delta tables (safe while the sink and rollups write)",
+        help="compact, vacuum and checkpoint the Delta tables (while the sink and rollups write: vacuum "
+        f"never deletes files younger than {MIN_RETENTION_HOURS} hours)",
         description="Compact small files, vacuum unreferenced ones older than the retention, and "
         "write a checkpoint, for each bronze table under the data root (on a local root, every "
         "replica's shard <root>/<table>/<replica>, and also the rollups' silver and gold tables; on "
@@ -75,7 +82,8 @@ def add_commands(
         "--retention-hours",
         type=int,
         default=DEFAULT_RETENTION_HOURS,
-        help=f"vacuum files unreferenced for at least this long (default: {DEFAULT_RETENTION_HOURS})",
+        help="vacuum files unreferenced for at least this long; a commit in flight has unreferenced "
+        f"files, so less than {MIN_RETENTION_HOURS} is refused (default: {DEFAULT_RETENTION_HOURS})",
     )
     maintain_cmd.add_argument(
         "--table-uri", action="append", default=[], metavar="URI", help="also this table (repeatable)"
@@ -187,15 +195,22 @@ def _add_loadgen_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def _maintain(args: argparse.Namespace) -> int:
-    if args.retention_hours < 0:
-        print("telemetry-sink maintain: --retention-hours must not be negative", file=sys.stderr)
+    try:
+        check_retention(args.retention_hours)
+    except RetentionTooShortError as exc:
+        print(f"telemetry-sink maintain: --retention-hours: {exc}", file=sys.stderr)
+        return 2
+    options = dict(args.storage_option)
+    unsafe = commit_safety_problems(args.data_root, options)
+    if unsafe:
+        print(f"telemetry-sink maintain: {'; '.join(unsafe)}", file=sys.stderr)
         return 2
     status = 0
-    for uri in _tables_to_maintain(args.data_root.rstrip("/"), args.table or [], args.table_uri):
+    for uri in _tables_to_maintain(args.data_root.rstrip("/"), args.table or [], args.table_uri, options):
         try:
             report = maintain(
                 uri,
-                storage_options=dict(args.storage_option),
+                storage_options=options,
                 compact=not args.no_compact,
                 checkpoint=not args.no_checkpoint,
                 vacuum=not args.no_vacuum,
@@ -212,25 +227,27 @@ def _maintain(args: argparse.Namespace) -> int:
     return status
 
 
-def _derived_tables(root: str) -> list[str]:
+def _derived_tables(root: str, storage_options: Mapping[str, str]) -> list[str]:
     """The other Delta tables directly under the data root: the Spark jobs' silver and gold tables
     (not the config log, whose history the replicas read)."""
     return [
         name
-        for name in (uri.rsplit("/", 1)[1] for uri in delta_tables_under(root))
+        for name in (uri.rsplit("/", 1)[1] for uri in delta_tables_under(root, storage_options))
         if name not in (*BRONZE_TABLES, CONFIG_LOG_TABLE)
     ]
 
 
-def _tables_to_maintain(root: str, names: Sequence[str], extra: Sequence[str]) -> list[str]:
+def _tables_to_maintain(
+    root: str, names: Sequence[str], extra: Sequence[str], storage_options: Mapping[str, str]
+) -> list[str]:
     """Each named table under the data root (a path or an object-store URI), or each of its replica
     shards; by default the bronze tables and every other table there (silver and gold)."""
     if not names:
-        names = [*BRONZE_TABLES, *_derived_tables(root)]
+        names = [*BRONZE_TABLES, *_derived_tables(root, storage_options)]
     uris = []
     for name in names:
         uri = f"{root.rstrip('/')}/{name}"
-        uris += list_shards(root, name) or [uri]
+        uris += list_shards(root, name, storage_options) or [uri]
     return uris + list(extra)
 
 

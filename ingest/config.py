@@ -3,7 +3,9 @@
 ```yaml
 data_root: data                 # local path or object-store URI of the Delta tables
 replica_id: sink-0              # this replica's shard name (default: the host name)
-storage_options: {}             # passed to delta-rs (credentials, region, endpoint, ...)
+storage_options: {}             # passed to delta-rs (credentials, region, endpoint, ...); on S3 the
+                                #   options that turn off conditional-put commits are refused
+                                #   (exporters.delta.object_store, docs/exporters.md "Object stores")
 server:
   host: 0.0.0.0
   grpc_port: 4317               # gRPC: ClientTelemetry and OTLP MetricsService
@@ -11,7 +13,8 @@ server:
   tls_cert_file: null           # server certificate and key (PEM): TLS on both ports
   tls_key_file: null
   tls_client_ca_file: null      # client CA (PEM): mTLS, the principal comes from the certificate
-  shutdown_grace_s: 30          # SIGTERM: stop accepting, finish in flight, flush, exit 0
+  shutdown_grace_s: 30          # SIGTERM: stop accepting on every port, finish requests in flight
+  shutdown_flush_s: 20          # then flush the exporter within this; exit 0, or 75 if it took longer
   max_decompressed_bytes: 20971520   # per push or export, after decompression (20 MiB, as the OTel Collector)
   max_concurrent_requests: 500  # KIP-714 + OTLP requests in flight, both ports (like queued.max.requests)
   overload_retry_after_ms: 1000 # the wait asked of a request refused for being over that limit
@@ -45,7 +48,9 @@ kafka_listener:                 # the Kafka wire-protocol listener (ingest.kafka
   max_connection_creation_rate: 2147483647  # Kafka's listener.name.kafka.max.connection.creation.rate
 security:
   tokens_file: null             # YAML {token: principal}: Authorization: Bearer <token> (ingest.security)
-  trusted_proxies: []           # CIDRs of fronting proxies whose x-forwarded-* headers are believed
+  trusted_proxies: []           # exact addresses of fronting proxies (127.0.0.1/32: a pod-local sidecar)
+  trusted_proxy_principals: []  # principals of the proxies' mTLS certificates ("User:CN=edge-proxy")
+  require_authentication: false # refuse User:ANONYMOUS on every port (the Kafka port then needs mTLS)
   super_users: []               # principals with every admin right (Kafka's super.users; "User:a;User:b")
 client_metrics:                 # Kafka's keys (subscriptions.config)
   telemetry.max.bytes: 1048576
@@ -87,6 +92,7 @@ from typing import Any, Final
 import yaml
 
 from exporters import default_replica_id
+from exporters.delta.object_store import commit_safety_problems
 from ingest.admission import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OVERLOAD_RETRY_AFTER_MS
 from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ingest.config_log import ENTITY_FIELDS
@@ -103,7 +109,7 @@ from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS
 from ingest.limits import RequestLimits
 from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
 from ingest.quotas.entities import validate_quota
-from ingest.security import Authenticator, is_principal, load_tokens, parse_networks
+from ingest.security import Authenticator, is_principal, load_tokens, parse_proxy_addresses
 from subscriptions import ClientMetricsConfig, ConfigError, SubscriptionError, SubscriptionStore
 
 __all__ = [
@@ -184,6 +190,7 @@ class ServerConfig:
     tls_key_file: str | None = None
     tls_client_ca_file: str | None = None
     shutdown_grace_s: float = 30.0
+    shutdown_flush_s: float = 20.0
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS
     overload_retry_after_ms: int = DEFAULT_OVERLOAD_RETRY_AFTER_MS
@@ -245,6 +252,8 @@ class ServerConfig:
                 problems.append(f"server.{name}: no such file {path!r}")
         if not isinstance(self.shutdown_grace_s, int | float) or self.shutdown_grace_s < 0:
             problems.append("server.shutdown_grace_s must be a number of seconds >= 0")
+        if not isinstance(self.shutdown_flush_s, int | float) or not self.shutdown_flush_s > 0:
+            problems.append("server.shutdown_flush_s must be a number of seconds > 0")
         for name in (
             "max_decompressed_bytes",
             "max_concurrent_requests",
@@ -335,19 +344,26 @@ class KafkaListenerConfig:
 
 @dataclass(frozen=True, slots=True)
 class SecurityConfig:
-    """Who may say who they are: bearer tokens, trusted proxies, super users (``ingest.security``)."""
+    """Who may say who they are: bearer tokens, trusted proxies (by exact address and/or certificate
+    principal), whether a principal is required, super users (``ingest.security``)."""
 
     tokens_file: str | None = None
     trusted_proxies: tuple[str, ...] = ()
     super_users: tuple[str, ...] = ()
+    trusted_proxy_principals: tuple[str, ...] = ()
+    require_authentication: bool = False
 
     @classmethod
     def from_mapping(cls, section: Mapping[str, Any]) -> tuple[SecurityConfig, list[str]]:
-        """The section as written (lists, or Kafka-style strings: CIDRs split at ``,``, principals
-        at ``;``) and the problems with its shape."""
+        """The section as written (lists, or Kafka-style strings: addresses split at ``,``,
+        principals at ``;``) and the problems with its shape."""
         problems = [f"unknown key 'security.{key}'" for key in section if key not in _SECURITY_KEYS]
         lists: dict[str, tuple[str, ...]] = {}
-        for key, separator in (("trusted_proxies", ","), ("super_users", ";")):
+        for key, separator in (
+            ("trusted_proxies", ","),
+            ("super_users", ";"),
+            ("trusted_proxy_principals", ";"),
+        ):
             value = section.get(key) or ()
             if isinstance(value, str):
                 value = [part for part in value.split(separator) if part.strip()]
@@ -359,29 +375,64 @@ class SecurityConfig:
         if tokens_file is not None and not isinstance(tokens_file, str):
             problems.append("security.tokens_file must be a path")
             tokens_file = None
-        return cls(tokens_file, lists["trusted_proxies"], lists["super_users"]), problems
+        required = section.get("require_authentication", False)
+        if not isinstance(required, bool):
+            problems.append("security.require_authentication must be true or false")
+            required = False
+        return cls(
+            tokens_file,
+            lists["trusted_proxies"],
+            lists["super_users"],
+            lists["trusted_proxy_principals"],
+            required,
+        ), problems
 
-    def validate(self) -> list[str]:
+    def validate(self, server: ServerConfig, kafka_port: int | None) -> list[str]:
+        """The problems of the section, and of how it meets ``server``'s TLS and the Kafka port."""
         problems = []
         if self.tokens_file is not None:
             try:
                 load_tokens(self.tokens_file)
             except ValueError as exc:
                 problems += [f"security.tokens_file: {line}" for line in str(exc).splitlines()]
-        for cidr in self.trusted_proxies:
+        for address in self.trusted_proxies:
             try:
-                parse_networks([cidr])
-            except ValueError:
-                problems.append(f"security.trusted_proxies: {cidr!r} is not an address or CIDR")
+                parse_proxy_addresses([address])
+            except ValueError as exc:
+                problems.append(f"security.trusted_proxies: {exc}")
         problems += [
-            f"security.super_users: {user!r} is not a principal like User:alice"
-            for user in self.super_users
+            f"security.{key}: {user!r} is not a principal like User:alice"
+            for key in ("super_users", "trusted_proxy_principals")
+            for user in getattr(self, key)
             if not is_principal(user)
         ]
+        mtls = server.tls_client_ca_file is not None
+        if self.trusted_proxy_principals and not mtls:
+            problems.append(
+                "security.trusted_proxy_principals needs mTLS (server.tls_client_ca_file): a proxy is "
+                "known by its client certificate"
+            )
+        if self.require_authentication:
+            if kafka_port is not None and not mtls:
+                problems.append(
+                    "security.require_authentication: the Kafka listener has no SASL, its clients can "
+                    "only authenticate with a TLS client certificate: set server.tls_client_ca_file "
+                    "(mTLS) or turn the listener off (kafka_listener.port: null)"
+                )
+            if not (mtls or self.tokens_file or self.trusted_proxies or self.trusted_proxy_principals):
+                problems.append(
+                    "security.require_authentication: no client could authenticate: set "
+                    "security.tokens_file, server.tls_client_ca_file (mTLS) or a trusted proxy"
+                )
         return problems
 
     def authenticator(self) -> Authenticator:
-        return Authenticator(self.tokens_file, self.trusted_proxies)
+        return Authenticator(
+            self.tokens_file,
+            self.trusted_proxies,
+            trusted_proxy_principals=self.trusted_proxy_principals,
+            require_authentication=self.require_authentication,
+        )
 
 
 _SECURITY_KEYS: Final = frozenset(f.name for f in fields(SecurityConfig))
@@ -559,9 +610,10 @@ class SinkConfig:
             self.server.validate()
             + self.kafka_listener.validate()
             + self.limits.validate()
-            + self.security.validate()
+            + self.security.validate(self.server, self.kafka_listener.port)
             + self.exporter.validate()
             + self.admin.validate()
+            + commit_safety_problems(self.data_root, self.storage_options)
         )
         kafka_port = self.kafka_listener.port
         if kafka_port and kafka_port in (self.server.grpc_port, self.server.http_port):

@@ -22,6 +22,15 @@ offset order from any image gives the same result. The table has the change data
 reads just the commits after the last offset it applied, with their versions) and expired-log cleanup
 off (a new replica can replay from offset 0; the log is small).
 
+Writes are conditional (optimistic concurrency, F16): a change prepared from an image at offset N is
+committed at exactly offset N + 1, with no commit retries, so it lands only if the log is still at N;
+if another writer took N + 1 the commit fails and the change is refused with ``ConfigConflictError``
+(nothing written; refresh and retry), never laid over a change its author did not see. A change is
+acknowledged only on proof that it is in the log (F6): each commit carries a ``txn`` under an app id
+unique to this process (``telemetry-sink-config-log/<replica id>/<random incarnation>``) whose version
+numbers the process's commit attempts, so after a commit that reported an error the log says whether
+*this* attempt landed, even with two processes sharing a replica id.
+
 ``ConfigImage`` applies records to the running engines: a subscription record updates the store (which
 bumps its update version, so client instances are re-evaluated); a quota record changes the quota
 managers' limits without resetting recorded usage (QUO-8). ``ConfigLogFollower`` tails the log: every
@@ -33,14 +42,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, NamedTuple
 
 import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from exporters.delta.appender import DeltaAppender, sync_local_table
+from exporters.delta.appender import latest, sync_local_table
 from ingest.quotas import ClientQuotaEntity, QuotaEntityError, QuotaManagers
 from subscriptions import SubscriptionError, SubscriptionStore
 from subscriptions.model import PropertyValue
@@ -50,8 +62,10 @@ __all__ = [
     "CONFIG_LOG_TABLE",
     "ENTITY_FIELDS",
     "ConfigChange",
+    "ConfigConflictError",
     "ConfigImage",
     "ConfigLog",
+    "ConfigLogError",
     "ConfigLogFollower",
     "ConfigRecord",
     "EntityComponent",
@@ -66,7 +80,13 @@ CONFIG_LOG_TABLE: Final = "config_log"
 TABLE_CONFIGURATION: Final = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableExpiredLogCleanup": "false",
+    # the txn entries of processes that are gone are forgotten after a week
+    "delta.setTransactionRetentionDuration": "interval 7 days",
 }
+APP_ID_PREFIX: Final = "telemetry-sink-config-log"
+MAX_BACKOFF_MS: Final = 2000
+MAX_UNCONDITIONAL_RACES: Final = 100
+"""An unconditional append (``read_version=None``) lost to another writer this many times is refused."""
 CONFIG_LOG_SCHEMA: Final = pa.schema(
     [
         pa.field("seq", pa.int32(), nullable=False),
@@ -153,40 +173,175 @@ def _from_row(row: Mapping[str, Any]) -> ConfigRecord:
     )
 
 
+class ConfigLogError(Exception):
+    """A change was not acknowledged: it is not in the log, or (``in_doubt``) whether it is could not
+    be found out. Retrying is safe either way: every change states absolute values."""
+
+    def __init__(self, message: str, *, in_doubt: bool = False) -> None:
+        super().__init__(message)
+        self.in_doubt = in_doubt
+
+
+class ConfigConflictError(ConfigLogError):
+    """The log moved past the offset a change was prepared at (another change was written meanwhile):
+    nothing was written. Retriable once the image has caught up with the log."""
+
+    def __init__(self, read_version: int, log_version: int) -> None:
+        super().__init__(
+            f"config-log conflict: the change was prepared at offset {read_version}, but the log is at "
+            f"offset {log_version} (another change was written meanwhile); nothing was written, retry"
+        )
+        self.read_version = read_version
+        self.log_version = log_version
+
+
+class _NotWrittenError(Exception):
+    """One commit attempt failed, and the log proves it did not land (nor did anyone else's)."""
+
+
 class ConfigLog:
-    """The Delta table: durable appends of changes, and reads of the commits after an offset.
+    """The Delta table: conditional appends of changes, acknowledged on proof, and reads of the
+    commits after an offset.
 
     Blocking (delta-rs I/O): call it from a worker thread, one call at a time.
     """
 
     def __init__(
-        self, table_uri: str, *, replica_id: str, storage_options: Mapping[str, str] | None = None
+        self,
+        table_uri: str,
+        *,
+        replica_id: str,
+        storage_options: Mapping[str, str] | None = None,
+        attempts: int = 3,
+        backoff_ms: int = 100,
     ) -> None:
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
         self.table_uri = table_uri
         self.replica_id = replica_id
-        self._appender = DeltaAppender(
-            table_uri,
-            CONFIG_LOG_SCHEMA,
-            f"telemetry-sink-config-log/{replica_id}",
-            storage_options=storage_options,
-            table_configuration=TABLE_CONFIGURATION,
-        )
+        self.storage_options = dict(storage_options or {})
+        self.attempts = attempts
+        self.backoff_ms = backoff_ms
+        self.app_id = f"{APP_ID_PREFIX}/{replica_id}/{secrets.token_hex(8)}"
+        """The ``txn`` app id of this process's commits: no other process commits under it."""
+        self._commit_attempts = 0
+        """The ``txn`` version of the last commit attempt (they increase, one at a time)."""
+        self._table: DeltaTable | None = None
 
-    def append(self, changes: Sequence[ConfigChange], principal: str, now_ms: int) -> None:
-        """Commit ``changes`` as one change (one Delta commit), durably; AppendError if it can't be."""
+    def append(
+        self,
+        changes: Sequence[ConfigChange],
+        principal: str,
+        now_ms: int,
+        *,
+        read_version: int | None = None,
+    ) -> int:
+        """Commit ``changes`` as one change (one Delta commit), durably; return its offset.
+
+        ``read_version``: the offset of the image the change was prepared from; the change is
+        committed at exactly the next offset or not at all (ConfigConflictError). None: at whatever
+        offset is next (for changes that depend on nothing before them). A failed attempt is retried
+        (``attempts``, with backoff) once the log proves it did not land; ConfigLogError at the end.
+        """
         rows = [_to_row(i, c, principal, self.replica_id, now_ms) for i, c in enumerate(changes)]
         batch = pa.Table.from_pylist(rows, schema=CONFIG_LOG_SCHEMA)
-        self._appender.append(batch, self._appender.committed_version() + 1)
-        sync_local_table(self.table_uri)
+        delay = self.backoff_ms
+        failures = races = 0
+        while True:
+            try:
+                return self._commit(batch, read_version)
+            except ConfigConflictError:
+                races += 1
+                if read_version is not None or races >= MAX_UNCONDITIONAL_RACES:
+                    raise
+                continue  # unconditional: the next offset is another one now
+            except _NotWrittenError as exc:
+                failures += 1
+                log.warning(
+                    "config log %s: change not written (attempt %d): %s", self.table_uri, failures, exc
+                )
+                if failures >= self.attempts:
+                    raise ConfigLogError(f"the change could not be written to the config log: {exc}") from exc
+            time.sleep(delay / 1000)
+            delay = min(delay * 2, MAX_BACKOFF_MS)
+
+    def _commit(self, batch: pa.Table, read_version: int | None) -> int:
+        """One attempt at committing ``batch`` at exactly offset ``read_version + 1`` (None: the
+        latest + 1); its offset once the table proves it holds it. ConfigConflictError when another
+        writer got there first, _NotWrittenError when it did not land, ConfigLogError (in doubt) when
+        that cannot be told."""
+        try:
+            table = self._load()
+        except Exception as exc:  # nothing attempted yet
+            self._table = None
+            raise _NotWrittenError(f"reading the config log failed: {exc}") from exc
+        latest = -1 if table is None else table.version()
+        base = latest if read_version is None else read_version
+        if latest != base:
+            raise ConfigConflictError(base, latest)
+        self._commit_attempts += 1
+        txn = self._commit_attempts
+        properties = CommitProperties(
+            app_transactions=[Transaction(self.app_id, txn, int(time.time() * 1000))],
+            max_commit_retries=0,  # exactly base + 1: a lost race fails instead of moving on
+        )
+        try:
+            write_deltalake(
+                self.table_uri if table is None else table,
+                batch,
+                mode="error" if table is None else "append",  # "error": only if nobody created it
+                configuration=TABLE_CONFIGURATION if table is None else None,
+                storage_options=self.storage_options or None,
+                commit_properties=properties,
+            )
+        except Exception as exc:  # storage faults surface as many types (OSError, DeltaError, ...)
+            self._prove_landed(txn, base, exc)
+        self._sync(base + 1)
+        return base + 1
+
+    def _prove_landed(self, txn: int, base: int, error: Exception) -> None:
+        """After attempt ``txn`` reported ``error``: return if it landed after all, else raise."""
+        self._table = None
+        try:
+            table = self._load()
+            latest = -1 if table is None else table.version()
+            landed = table is not None and table.transaction_version(self.app_id) == txn
+        except Exception as exc:
+            raise ConfigLogError(
+                f"the config log could not be read after a failed commit ({error}; then {exc}): "
+                "whether the change is in it is unknown; check its history or retry",
+                in_doubt=True,
+            ) from error
+        if landed:
+            log.warning("config log %s: commit reported %r but landed at %d", self.table_uri, error, base + 1)
+        elif latest > base:
+            raise ConfigConflictError(base, latest) from error
+        else:
+            raise _NotWrittenError(str(error)) from error
+
+    def _sync(self, version: int) -> None:
+        try:
+            sync_local_table(self.table_uri)
+        except OSError as exc:
+            raise ConfigLogError(
+                f"the change was committed at offset {version} but not synced to stable storage ({exc}):"
+                " a crash may still lose it; check the config log's history",
+                in_doubt=True,
+            ) from exc
+
+    def _load(self) -> DeltaTable | None:
+        """The table at its latest version (updated in place), or None if it does not exist yet."""
+        self._table = latest(self._table, self.table_uri, self.storage_options)
+        return self._table
 
     def latest_version(self) -> int:
         """The offset of the last change (-1: the log is empty or does not exist yet)."""
-        table = self._appender.load()
+        table = self._load()
         return -1 if table is None else table.version()
 
     def read_since(self, version: int) -> tuple[int, list[ConfigRecord]]:
         """The records of every commit after ``version``, in offset order, and the latest offset."""
-        table = self._appender.load()
+        table = self._load()
         if table is None:
             return -1, []
         latest = table.version()
@@ -326,11 +481,30 @@ class ConfigLogFollower:
         self.image.apply_records(records, version)
         return self.image.version
 
-    async def write(self, changes: Sequence[ConfigChange], principal: str, now_ms: int) -> int:
-        """Log ``changes`` durably as one change and apply the log up to it; its offset or later."""
+    async def write(
+        self, changes: Sequence[ConfigChange], principal: str, now_ms: int, *, read_version: int | None = None
+    ) -> int:
+        """Log ``changes`` durably as one change and apply the log up to it; return its offset.
+
+        ``read_version``: the image offset the change was prepared from (``ConfigLog.append``). On a
+        conflict the image is brought up to the log before ConfigConflictError is raised, so that a
+        retry is prepared from the state that won."""
         async with self._lock:
-            await asyncio.to_thread(self.log.append, changes, principal, now_ms)
-            return await self._catch_up()
+            try:
+                version = await asyncio.to_thread(
+                    self.log.append, changes, principal, now_ms, read_version=read_version
+                )
+            except ConfigConflictError:
+                await self._catch_up_logged()
+                raise
+            await self._catch_up_logged()  # the change is in the log: a failed read changes nothing
+            return version
+
+    async def _catch_up_logged(self) -> None:
+        try:
+            await self._catch_up()
+        except Exception:  # the tail (``run``) applies it at its next read
+            log.exception("reading the config log %s failed", self.log.table_uri)
 
     async def history(self, since: int) -> list[ConfigRecord]:
         """The records after offset ``since`` (for operators and the dashboard)."""
@@ -342,7 +516,5 @@ class ConfigLogFollower:
         """Tail the log until cancelled; a failed read is logged and retried next interval."""
         while True:
             await asyncio.sleep(self.poll_interval_s)
-            try:
-                await self.catch_up()
-            except Exception:
-                log.exception("reading the config log %s failed", self.log.table_uri)
+            async with self._lock:
+                await self._catch_up_logged()

@@ -408,6 +408,11 @@ class _TimedHttpConnection(asyncio.Protocol):
         self._arm(self._site.timeouts.body_ms, "body")
         payload.on_eof(self._body_read)  # at once when there is no body or it has arrived already
 
+    @property
+    def receiving(self) -> bool:
+        """A request's headers or body are arriving (not yet read in full)."""
+        return self._phase in (self._HEADERS, self._BODY)
+
     def _body_read(self) -> None:
         if self._phase == self._BODY:
             self._phase = self._READ
@@ -425,15 +430,14 @@ class _TimedHttpConnection(asyncio.Protocol):
 
     def _expired(self, what: str, timeout_ms: int) -> None:
         self._deadline = None
+        self.abort(f"request {what} not complete within {timeout_ms} ms")
+
+    def abort(self, reason: str) -> None:
+        """Close the socket now (connection_lost gives the count back), with a log line saying why."""
         if self._transport is not None:
             peer = self._transport.get_extra_info("peername")
-            log.info(
-                "Closing HTTP connection from %s: request %s not complete within %d ms",
-                peer,
-                what,
-                timeout_ms,
-            )
-            self._transport.abort()  # the socket goes now; connection_lost gives the count back
+            log.info("Closing HTTP connection from %s: %s", peer, reason)
+            self._transport.abort()
 
 
 class QuotaGatedSite(web.BaseSite):
@@ -524,6 +528,15 @@ class QuotaGatedSite(web.BaseSite):
         serves (``AppRunner.cleanup``), which gives their counts back."""
         await super().stop()
         self._gate.abort_waiting()
+
+    def abort_receiving(self) -> int:
+        """Abort every connection whose request is still arriving (shutdown, once the grace period is
+        over: a request not read by then is never handled, and a stalled upload must not hold the
+        shutdown up); how many."""
+        receiving = [timed for timed in self._timed.values() if timed.receiving]
+        for timed in receiving:
+            timed.abort("the sink is shutting down")
+        return len(receiving)
 
 
 def grpc_connection_options(

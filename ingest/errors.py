@@ -61,6 +61,7 @@ OTLP_ANSWERS: Final[Mapping[Errors, OtlpAnswer]] = MappingProxyType(
         Errors.INVALID_RECORD: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
         Errors.INVALID_REQUEST: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
         Errors.INVALID_CONFIG: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
+        Errors.NOT_CONTROLLER: OtlpAnswer(grpc.StatusCode.UNAVAILABLE, 503, True),  # admin only
         Errors.UNSUPPORTED_COMPRESSION_TYPE: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 415, False),
         Errors.UNKNOWN_SUBSCRIPTION_ID: OtlpAnswer(grpc.StatusCode.FAILED_PRECONDITION, 409, False),
         Errors.CLUSTER_AUTHORIZATION_FAILED: OtlpAnswer(grpc.StatusCode.PERMISSION_DENIED, 403, False),
@@ -77,6 +78,7 @@ ADMIN_HTTP_STATUS: Final[Mapping[Errors, int]] = MappingProxyType(
         Errors.INVALID_REQUEST: 400,
         Errors.INVALID_CONFIG: 400,
         Errors.CLUSTER_AUTHORIZATION_FAILED: 403,
+        Errors.NOT_CONTROLLER: 409,  # a config-log conflict: refresh and retry (ingest.config_log)
         Errors.THROTTLING_QUOTA_EXCEEDED: 429,  # the mutation quota, with Retry-After
         Errors.UNKNOWN_SERVER_ERROR: 500,
     }

@@ -141,11 +141,11 @@ def request_client(request: web.Request) -> ClientContext:
     transport = request.transport
     peername = transport.get_extra_info("peername") if transport else None
     ssl_object = transport.get_extra_info("ssl_object") if transport else None
-    peercert = ssl_object.getpeercert() if ssl_object is not None else None
+    certificate = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
     client = http_client_context(
         dict(request.headers),
         peername,
-        peercert,
+        certificate,
         request.config_dict[AUTHENTICATOR],
         request.config_dict.get(LIMITS, DEFAULT_LIMITS),
     )

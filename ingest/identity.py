@@ -1,10 +1,12 @@
 """Who is asking: the ``ClientContext`` of a request, from what the transport can vouch for.
 
 - Principal: a bearer token's principal (``security.tokens_file``), else the subject of the client's
-  TLS certificate under mTLS (``User:<subject>``), else ``User:ANONYMOUS``. A client can never choose
-  its principal through a header; only a fronting proxy inside ``security.trusted_proxies`` is
-  believed (``x-forwarded-client-cert``, ``x-forwarded-for``). The rules are ``security``'s
-  ``Authenticator``; an unknown token raises its ``AuthenticationError``.
+  TLS certificate under mTLS, written from the certificate's DER as Kafka writes it on every
+  transport (``principals``: ``User:CN=producer-7,O=Acme``), else ``User:ANONYMOUS``. A client can
+  never choose its principal through a header; only a trusted fronting proxy is believed
+  (``x-forwarded-client-cert``, ``x-forwarded-for``). The rules are ``security``'s
+  ``Authenticator``; an unknown token, or no principal when one is required, raises its
+  ``AuthenticationError``.
 - Client id, software name and version: request headers (gRPC metadata or HTTP headers), the
   equivalents of Kafka's request header and ApiVersions request: ``x-kafka-client-id``,
   ``x-kafka-client-software-name``, ``x-kafka-client-software-version``. Software name and version
@@ -40,7 +42,8 @@ from functools import lru_cache
 from typing import Any, Final
 
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
-from ingest.security import ANONYMOUS, Authenticator
+from ingest.principals import ANONYMOUS, certificate_principal, pem_certificate_principal
+from ingest.security import Authenticator
 from subscriptions import ClientContext
 
 __all__ = [
@@ -60,7 +63,6 @@ __all__ = [
     "parse_grpc_peer",
     "parse_instance_id",
     "principal_from_auth_context",
-    "principal_from_peercert",
 ]
 
 OPEN: Final = Authenticator()
@@ -74,14 +76,6 @@ _OTLP_INSTANCE_NAMESPACE: Final = uuid.UUID("6f0c1f5e-2b1d-5c43-9a57-7d3e1b0a9c1
 _NOT_TEXT: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 """Control characters (C0, DEL, C1) and lone surrogates (invalid UTF-8 decoded with
 ``surrogateescape``, or a string no UTF-8 can carry)."""
-_SHORT_NAMES: Final = {
-    "commonName": "CN",
-    "organizationName": "O",
-    "organizationalUnitName": "OU",
-    "countryName": "C",
-    "stateOrProvinceName": "ST",
-    "localityName": "L",
-}
 
 
 class ClientTextError(ValueError):
@@ -137,18 +131,10 @@ def parse_grpc_peer(peer: str) -> tuple[str | None, int | None]:
 
 
 def principal_from_auth_context(auth_context: Mapping[str, Iterable[bytes]]) -> str:
-    """gRPC: ``User:<certificate subject>`` when the peer presented a verified certificate."""
-    subjects = list(auth_context.get("x509_subject") or [])
-    if subjects:
-        return "User:" + subjects[0].decode("utf-8", "replace")
-    return ANONYMOUS
-
-
-def principal_from_peercert(peercert: Mapping[str, Any] | None) -> str:
-    """HTTP: ``User:<subject>`` from an ``ssl`` peer certificate (``CN=..,O=..``), else anonymous."""
-    subject = (peercert or {}).get("subject") or ()
-    parts = [f"{_SHORT_NAMES.get(key, key)}={value}" for rdn in subject for key, value in rdn]
-    return "User:" + ",".join(parts) if parts else ANONYMOUS
+    """gRPC: the principal of the verified certificate grpc-core hands over (``x509_pem_cert``), as
+    ``principals`` writes it on every transport, else ``User:ANONYMOUS``."""
+    certificates = list(auth_context.get("x509_pem_cert") or [])
+    return pem_certificate_principal(certificates[0]) if certificates else ANONYMOUS
 
 
 def _header_text(
@@ -201,17 +187,19 @@ def grpc_client_context(
 def http_client_context(
     headers: Mapping[str, str],
     peername: tuple[Any, ...] | None,
-    peercert: Mapping[str, Any] | None = None,
+    peer_certificate: bytes | None = None,
     authenticator: Authenticator = OPEN,
     limits: RequestLimits = DEFAULT_LIMITS,
 ) -> ClientContext:
-    """The client context of one HTTP request (``peername`` as the socket reports it);
-    AuthenticationError for an unknown bearer token, ClientTextError for client text that breaks the
+    """The client context of one HTTP request (``peername`` as the socket reports it,
+    ``peer_certificate`` the DER of the client's verified certificate); AuthenticationError for an
+    unknown bearer token or a missing required one, ClientTextError for client text that breaks the
     rules (module docstring)."""
     lowered = {key.lower(): value for key, value in headers.items()}
     address = java_host_address(str(peername[0])) if peername else None
     port = int(peername[1]) if peername and len(peername) > 1 else None
-    return _context(lowered, address, port, principal_from_peercert(peercert), authenticator, limits=limits)
+    principal = certificate_principal(peer_certificate)
+    return _context(lowered, address, port, principal, authenticator, limits=limits)
 
 
 def parse_instance_id(value: str | None) -> uuid.UUID | None:

@@ -33,12 +33,13 @@ What a failure is answered with follows how clients react (PD-12):
 ``export_otlp``: the OTLP receivers' path, with no subscription gate (OTLP clients never ask for
 one). A client held by an earlier throttle is refused with the time left, unrecorded (``holds``);
 otherwise the byte-rate quota records the body, the codec decodes it, the client instance is resolved
-(``identity.otlp_instance_id``), points that break the OTLP data model are dropped (``otlp_points``:
-the rest land and the answer's ``partial_success`` counts them) and the exporter lands it; a positive
-quota throttle then holds the client. Its ``OtlpOutcome`` carries a Kafka error code that
-``errors.OTLP_ANSWERS`` turns into the transport's status: an exporter RETRYABLE or an overload is
-UNKNOWN_SERVER_ERROR (UNAVAILABLE / 503, retried after ``EXPORTER_RETRY_MS`` or
-``server.overload_retry_after_ms``).
+(``identity.otlp_instance_id``) and must not belong to another principal (``instance_owners``;
+else CLUSTER_AUTHORIZATION_FAILED: PERMISSION_DENIED / 403), points that break the OTLP data model
+are dropped (``otlp_points``: the rest land and the answer's ``partial_success`` counts them) and
+the exporter lands it; a positive quota throttle then holds the client. Its ``OtlpOutcome`` carries
+a Kafka error code that ``errors.OTLP_ANSWERS`` turns into the transport's status: an exporter
+RETRYABLE or an overload is UNKNOWN_SERVER_ERROR (UNAVAILABLE / 503, retried after
+``EXPORTER_RETRY_MS`` or ``server.overload_retry_after_ms``).
 
 Transports build the ``ClientContext`` (who is asking) and map responses to their wire format; they
 contain no logic of their own.
@@ -70,6 +71,7 @@ from ingest.decoding import (
 )
 from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS, ClientHolds
 from ingest.identity import OPEN, otlp_instance_id
+from ingest.instance_owners import InstanceOwners
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.metrics import RequestMetrics
 from ingest.quotas import Clock, QuotaManagers, SystemClock, ThrottleCallback
@@ -159,6 +161,7 @@ class TelemetryPipeline:
         """Where payloads are decoded: on the loop if small, else in worker processes (``decoding``)."""
         self._thread_time_ns = thread_time_ns
         self.holds = ClientHolds(limits.max_held_clients)
+        self.instance_owners = InstanceOwners(manager, manager.config.cache_max_size)
         self.request_metrics = RequestMetrics(
             self.admission,
             lambda c: self.quotas.produce.metric_tags(c.principal, c.client_id or ""),
@@ -337,6 +340,12 @@ class TelemetryPipeline:
             context = self._push_context(client, instance_id, 0, now, compression_type, terminating=False)
         except ValueError as exc:  # a bad instance id, or client text no row can hold
             return OtlpOutcome(Errors.INVALID_REQUEST, 0, str(exc))
+        if not self.instance_owners.claim(instance_id, client.principal):
+            return OtlpOutcome(
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                0,
+                f"client instance {instance_id} belongs to another principal",
+            )
         result = await self._export(TelemetryPush(context, payload))
         if result is ExportResult.SUCCESS:
             return partial

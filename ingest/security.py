@@ -1,16 +1,24 @@
-"""Authentication: bearer tokens from a secrets file, and a trusted fronting proxy's word.
+"""Authentication: bearer tokens from a secrets file, a trusted fronting proxy's word, and whether a
+principal is required at all.
 
 ``Authenticator.authenticate`` turns what a transport can vouch for (the request headers, the
-connection's peer address and port, the principal of its verified TLS client certificate) into the
-principal and source address of the request:
+connection's peer address and port, the principal of its verified TLS client certificate, written by
+``principals``) into the principal and source address of the request:
 
-1. **Trusted proxy.** Only when the peer address lies inside one of ``security.trusted_proxies``
-   (CIDRs) are the proxy's forwarded headers believed, and then the proxy's own certificate is not the
-   client's: the principal is ``User:<Subject>`` of the *first* element of
-   ``x-forwarded-client-cert`` (Envoy's XFCC, set by an edge proxy with ``SANITIZE_SET``), or
-   ``User:ANONYMOUS`` without one; the source address is the rightmost ``x-forwarded-for`` entry
-   that is not itself a trusted proxy, and the source port is unknown (no standard header carries
-   it). From any other peer these headers are ignored: a client can never choose its principal.
+1. **Trusted proxy.** A peer is a trusted proxy when it is what ``security.trusted_proxies`` (exact
+   addresses: a bare address, ``/32`` or ``/128``; a wider network is refused, since in a cluster it
+   holds every pod) and ``security.trusted_proxy_principals`` (the principals of the proxies' mTLS
+   client certificates, e.g. ``User:CN=edge-proxy,O=Acme``) say, each that is set; at least one
+   must be. Only then are the proxy's forwarded headers believed, and then the proxy's own
+   certificate is not the client's: the principal is ``User:`` + the ``Subject`` of the *last*
+   element of ``x-forwarded-client-cert`` (Envoy's XFCC: the element the proxy itself wrote; a
+   client can put elements before it, never after), rewritten in Kafka's form (``principals``,
+   escapes kept: ``O=Acme\\,CN=x`` stays one attribute), or ``User:ANONYMOUS`` without one; no
+   other XFCC field (``By``, ``Hash``, ``Cert``, ``URI``, ``DNS``) is read. A ``Subject`` that is not
+   a distinguished name is an ``AuthenticationError``. The source address is the rightmost
+   ``x-forwarded-for`` entry that is not itself a trusted proxy address, and the source port is
+   unknown (no standard header carries it). From any other peer these headers are ignored: a client
+   can never choose its principal.
 2. **Bearer token.** ``Authorization: Bearer <token>`` (HTTP) or ``authorization`` metadata (gRPC),
    looked up in ``security.tokens_file``; a known token's principal wins over the certificate's, as
    a SASL principal does over the certificate on Kafka's ``SASL_SSL`` listeners. An unknown token is
@@ -18,6 +26,9 @@ principal and source address of the request:
    authentication is off and the header is ignored (it may be meant for a proxy); so are other
    ``Authorization`` schemes.
 3. Otherwise the certificate's principal (mTLS), else ``User:ANONYMOUS``.
+4. **Required authentication.** With ``security.require_authentication``, a request that ends up
+   ``User:ANONYMOUS`` is an ``AuthenticationError`` too, and so is a Kafka connection without a
+   client certificate (``connection_principal``: the Kafka port has no SASL).
 
 The tokens file is YAML, one token per line mapped to its principal (quote tokens YAML would read as
 numbers)::
@@ -44,6 +55,8 @@ from typing import Final
 
 import yaml
 
+from ingest.principals import ANONYMOUS, rfc2253_name
+
 __all__ = [
     "ANONYMOUS",
     "AUTHORIZATION_HEADER",
@@ -57,12 +70,11 @@ __all__ = [
     "forwarded_client_subject",
     "is_principal",
     "load_tokens",
-    "parse_networks",
+    "parse_proxy_addresses",
 ]
 
 log = logging.getLogger(__name__)
 
-ANONYMOUS: Final = "User:ANONYMOUS"
 AUTHORIZATION_HEADER: Final = "authorization"
 FORWARDED_CLIENT_CERT_HEADER: Final = "x-forwarded-client-cert"
 FORWARDED_FOR_HEADER: Final = "x-forwarded-for"
@@ -124,9 +136,23 @@ class BearerTokens:
         return found
 
 
-def parse_networks(cidrs: Iterable[str]) -> tuple[_Network, ...]:
-    """CIDRs (host bits allowed, a bare address is a /32 or /128); ValueError for a bad one."""
-    return tuple(ipaddress.ip_network(cidr.strip(), strict=False) for cidr in cidrs)
+def parse_proxy_addresses(entries: Iterable[str]) -> tuple[_Network, ...]:
+    """Trusted proxy addresses: each one address (bare, ``/32`` or ``/128``); ValueError naming an
+    entry that is not, or that is a wider network (in a cluster that is every pod, F7)."""
+    networks = []
+    for entry in entries:
+        try:
+            network = ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError:
+            raise ValueError(f"{entry!r} is not an address") from None
+        if network.num_addresses != 1:
+            raise ValueError(
+                f"{network} is a network of {network.num_addresses} addresses: list each proxy's own "
+                "address (/32 or /128), or name the proxies' certificates in "
+                "security.trusted_proxy_principals"
+            )
+        networks.append(network)
+    return tuple(networks)
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -178,18 +204,26 @@ def _split_unquoted(text: str, separator: str) -> list[str]:
 
 
 def forwarded_client_subject(xfcc: str | None) -> str | None:
-    """The ``Subject`` of the first element of an ``x-forwarded-client-cert`` header (Envoy's format:
-    elements separated by ``,``, ``key=value`` pairs by ``;``, values optionally double-quoted)."""
+    """The ``Subject`` of the last element of an ``x-forwarded-client-cert`` header (Envoy's format:
+    elements separated by ``,``, ``key=value`` pairs by ``;``, values optionally double-quoted, as
+    Envoy quotes a subject verbatim) in Kafka's form (``principals.rfc2253_name``); None without one;
+    AuthenticationError for a subject that is not a distinguished name."""
     if not xfcc:
         return None
-    first = _split_unquoted(xfcc, ",")[0]
-    for pair in _split_unquoted(first, ";"):
+    last = _split_unquoted(xfcc, ",")[-1]
+    for pair in _split_unquoted(last, ";"):
         key, _, value = pair.strip().partition("=")
         if key.lower() == "subject":
             value = value.strip()
             if len(value) >= 2 and value[0] == value[-1] == '"':
-                value = re.sub(r"\\(.)", r"\1", value[1:-1])
-            return value or None
+                value = value[1:-1]  # verbatim: the escapes in it are the name's own
+            if not value:
+                return None
+            try:
+                return rfc2253_name(value)
+            except ValueError as exc:
+                problem = f"x-forwarded-client-cert: the Subject is not a distinguished name: {exc}"
+                raise AuthenticationError(problem) from None
     return None
 
 
@@ -212,9 +246,18 @@ def forwarded_address(xff: str | None, trusted: Iterable[_Network]) -> str | Non
 class Authenticator:
     """Principal and source address of a request (see the module docstring)."""
 
-    def __init__(self, tokens_file: str | None = None, trusted_proxies: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        tokens_file: str | None = None,
+        trusted_proxies: Iterable[str] = (),
+        *,
+        trusted_proxy_principals: Iterable[str] = (),
+        require_authentication: bool = False,
+    ) -> None:
         self.tokens_file = tokens_file
-        self.trusted_proxies = parse_networks(trusted_proxies)
+        self.trusted_proxies = parse_proxy_addresses(trusted_proxies)
+        self.trusted_proxy_principals = frozenset(trusted_proxy_principals)
+        self.require_authentication = require_authentication
         self._tokens: BearerTokens | None = None
         self._tokens_mtime_ns = -1
         if tokens_file is not None:
@@ -237,11 +280,28 @@ class Authenticator:
         log.info("tokens file reloaded: %d tokens", len(tokens))
         return True
 
-    def is_trusted_proxy(self, address: str | None) -> bool:
-        if not self.trusted_proxies:
+    def is_trusted_proxy(self, address: str | None, certificate_principal: str) -> bool:
+        """Whether a peer at ``address`` with a certificate naming ``certificate_principal`` is a
+        trusted proxy: it matches each of ``trusted_proxies`` and ``trusted_proxy_principals`` that is
+        set, and at least one is."""
+        if not (self.trusted_proxies or self.trusted_proxy_principals):
             return False
+        if self.trusted_proxy_principals and certificate_principal not in self.trusted_proxy_principals:
+            return False
+        if not self.trusted_proxies:
+            return True
         parsed = _address(address) if address else None
         return parsed is not None and _trusted(parsed, self.trusted_proxies)
+
+    def connection_principal(self, certificate_principal: str) -> str:
+        """The principal of a connection that can only authenticate by certificate (the Kafka port,
+        no SASL); AuthenticationError without one when authentication is required."""
+        if self.require_authentication and certificate_principal == ANONYMOUS:
+            raise AuthenticationError(
+                "security.require_authentication is set and the connection presented no client "
+                "certificate (the Kafka port has no SASL)"
+            )
+        return certificate_principal
 
     def authenticate(
         self, headers: Mapping[str, str], address: str | None, port: int | None, certificate_principal: str
@@ -249,7 +309,7 @@ class Authenticator:
         """(principal, source address, source port) of a request whose lower-cased ``headers``
         arrived from ``address:port`` over a connection authenticated as ``certificate_principal``."""
         principal = certificate_principal
-        if self.is_trusted_proxy(address):
+        if self.is_trusted_proxy(address, certificate_principal):
             subject = forwarded_client_subject(headers.get(FORWARDED_CLIENT_CERT_HEADER))
             principal = "User:" + subject if subject else ANONYMOUS
             forwarded = forwarded_address(headers.get(FORWARDED_FOR_HEADER), self.trusted_proxies)
@@ -262,4 +322,8 @@ class Authenticator:
                 if named is None:
                     raise AuthenticationError("unknown bearer token")
                 principal = named
+        if self.require_authentication and principal == ANONYMOUS:
+            raise AuthenticationError(
+                "authentication is required: present a client certificate or a bearer token"
+            )
         return principal, address, port

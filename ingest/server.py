@@ -24,9 +24,18 @@ are bounded by the connection limits (``ServerConfig``), and the sink's own file
 Once started, it freezes the start-up objects out of the garbage collector's sight
 (``freeze_start_up_objects``), so that no full collection stalls the loop walking them.
 
-Shutdown (SIGTERM or SIGINT) stops accepting, lets requests in flight finish within
-``server.shutdown_grace_s``, flushes the exporter (every acknowledged push is durable already; a
-queued one is committed or answered RETRYABLE), and exits 0.
+Shutdown (SIGTERM or SIGINT, ``Sink.stop``) has a budget, ``shutdown_budget_s``:
+
+1. every listener (gRPC, HTTP, Kafka) stops accepting at once, and idle connections are closed;
+2. requests in flight get ``server.shutdown_grace_s``, one grace period shared by all listeners; an
+   HTTP request still arriving at its end (a stalled upload) is aborted then, never handled;
+3. within ``server.shutdown_flush_s`` the exporter is shut down: the pushes it holds are committed and
+   their requests answered (a request handed to it before the grace period ended is answered, never
+   cut off while its push may land), and a push reaching it later is answered RETRYABLE; then the
+   listeners send their last answers and close, the decoders stop and the last quota snapshot is
+   recorded. ``serve`` then exits 0; past the bound it exits ``SHUTDOWN_INCOMPLETE_EXIT_CODE`` (75)
+   at once, even with a commit hung in a worker thread: what was not flushed was never acknowledged,
+   and its clients send it again.
 """
 
 from __future__ import annotations
@@ -36,9 +45,12 @@ import contextlib
 import gc
 import logging
 import math
+import os
 import resource
 import signal
 import ssl
+import sys
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Final
 
@@ -50,7 +62,7 @@ from exporters import Exporter, QuotaSample, QuotaSampleRecorder, load_exporter,
 from ingest.admin import SinkAdmin, SuperUserAuthorizer
 from ingest.admin_api import admin_routes
 from ingest.admission import Admission
-from ingest.config import SinkConfig
+from ingest.config import ServerConfig, SinkConfig
 from ingest.config_log import CONFIG_LOG_TABLE, ConfigImage, ConfigLog, ConfigLogFollower, QuotaChange
 from ingest.connections import QuotaGatedSite, register_http_listener
 from ingest.grpc_service import ClientTelemetryService
@@ -66,16 +78,27 @@ from subscriptions import ClientMetricsManager
 
 __all__ = [
     "EXPIRY_PERIOD_S",
+    "SHUTDOWN_INCOMPLETE_EXIT_CODE",
     "Sink",
     "freeze_start_up_objects",
     "quota_samples",
     "raise_open_file_limit",
     "serve",
+    "shutdown_budget_s",
 ]
 
 log = logging.getLogger(__name__)
 
 EXPIRY_PERIOD_S: Final = 30.0
+SHUTDOWN_INCOMPLETE_EXIT_CODE: Final = 75
+"""``serve``'s exit status when the shutdown did not finish within ``server.shutdown_flush_s``
+(sysexits' EX_TEMPFAIL): pushes not flushed were never acknowledged; their clients send them again."""
+
+
+def shutdown_budget_s(server: ServerConfig) -> float:
+    """The longest ``Sink.stop`` takes: the grace period, then the flush bound (a pod's
+    ``terminationGracePeriodSeconds`` is this plus its preStop pause and a margin to exit)."""
+    return server.shutdown_grace_s + server.shutdown_flush_s
 
 
 def _exporter(config: SinkConfig) -> Exporter:
@@ -158,6 +181,7 @@ class Sink:
         self.kafka: KafkaListener | None = None
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
+        self._http_site: QuotaGatedSite | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._sampling: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -197,7 +221,15 @@ class Sink:
         )
         app.add_routes(admin_routes(self.admin, request_client))
         timeouts = server.http_timeouts()
-        self._http = web.AppRunner(app, access_log=None, **SERVER_OPTIONS, **timeouts.runner_options())
+        # aiohttp waits for its handlers within the shutdown budget (not its own 60 s); ``stop`` aborts
+        # the requests still arriving once the grace period is over
+        self._http = web.AppRunner(
+            app,
+            access_log=None,
+            shutdown_timeout=shutdown_budget_s(server),
+            **SERVER_OPTIONS,
+            **timeouts.runner_options(),
+        )
         await self._http.setup()
         # every HTTP connection passes the connection quotas (CONN-3) before aiohttp or TLS sees it
         listener = register_http_listener(
@@ -215,6 +247,7 @@ class Sink:
             gate_limits=server.gate_limits(),
         )
         await site.start()
+        self._http_site = site
         self.http_port = site.port
         await self._start_kafka_listener()
         self._tasks = [
@@ -280,30 +313,67 @@ class Sink:
             self.quotas.expire(now)
             self.pipeline.authenticator.refresh_tokens()
 
-    async def stop(self) -> None:
-        """Stop accepting, finish requests in flight within the grace period, flush, close."""
-        grace = self.config.server.shutdown_grace_s
+    async def stop(self) -> bool:
+        """Stop every listener at once, give requests in flight the grace period, then flush within the
+        flush bound (see the module docstring); True if everything finished within the bound."""
+        server = self.config.server
         self.pipeline.holds.release_all()  # held requests are handled now, not cut off at the grace period
-        stopping = [] if self._grpc is None else [self._grpc.stop(grace)]
-        if self.kafka is not None:
-            stopping.append(self.kafka.stop(grace))
-        await asyncio.gather(*stopping)  # both finish their requests in flight within the one grace period
-        if self._http is not None:
-            await self._http.cleanup()
-        await self.pipeline.decoders.close()
-        await self.exporter.shutdown()
-        self._stopping.set()
-        if self.quota_samples is not None and self._sampling is not None:
-            self.quota_samples.stop()
-            await self._sampling  # its snapshot in progress, then none
-            # the last snapshot, so the table ends where the sink did
-            await self.quota_samples.record(self._quota_snapshot(), self.clock.now_ms())
+        listeners = [asyncio.create_task(stopping) for stopping in self._stop_listeners(server)]
+        if listeners:
+            await asyncio.wait(listeners, timeout=server.shutdown_grace_s)
+        if self._http_site is not None:
+            aborted = self._http_site.abort_receiving()
+            if aborted:
+                log.info("shutdown: %d HTTP requests still arriving after the grace period aborted", aborted)
+        flushed = True
+        try:
+            async with asyncio.timeout(server.shutdown_flush_s):
+                await self._flush(listeners)
+        except TimeoutError:
+            flushed = False
+            log.error(
+                "shutdown: not flushed within server.shutdown_flush_s (%s s); pushes not flushed were "
+                "never acknowledged",
+                server.shutdown_flush_s,
+            )
+        for task in listeners:
+            task.cancel()  # past the bound only: they are done otherwise
         for task in self._tasks:
             task.cancel()
         self.quotas.close()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        return flushed
+
+    def _stop_listeners(self, server: ServerConfig) -> list[Coroutine[Any, Any, None]]:
+        """Each listener's stop: it stops accepting and closes idle connections as soon as it runs, and
+        cuts requests still in flight at the end of the whole budget (never reached unless the flush
+        runs over its bound, when the process exits anyway)."""
+        budget = shutdown_budget_s(server)
+        stopping: list[Coroutine[Any, Any, None]] = []
+        if self._grpc is not None:
+            stopping.append(self._grpc.stop(budget))
+        if self.kafka is not None:
+            stopping.append(self.kafka.stop(budget))
+        if self._http is not None:
+            stopping.append(self._http.cleanup())  # its shutdown_timeout is the budget
+        return stopping
+
+    async def _flush(self, listeners: list[asyncio.Task[None]]) -> None:
+        """Shut the exporter down (later exports answer RETRYABLE; what it holds is committed and
+        answered), wait for the listeners' last answers, stop the decoders, record the last quota
+        snapshot."""
+        await self.exporter.shutdown()
+        if listeners:
+            await asyncio.wait(listeners)
+        await self.pipeline.decoders.close()
+        self._stopping.set()
+        if self.quota_samples is not None and self._sampling is not None:
+            self.quota_samples.stop()
+            await self._sampling  # its snapshot in progress, then none
+            # the last snapshot, so the table ends where the sink did
+            await self.quota_samples.record(self._quota_snapshot(), self.clock.now_ms())
 
 
 def raise_open_file_limit() -> int:
@@ -333,7 +403,8 @@ def freeze_start_up_objects() -> int:
 
 
 async def serve(config: SinkConfig) -> int:
-    """Run until SIGTERM or SIGINT; 0 after a clean shutdown."""
+    """Run until SIGTERM or SIGINT; 0 after a clean shutdown, else ``SHUTDOWN_INCOMPLETE_EXIT_CODE``
+    (the process exits at once, see the module docstring)."""
     raise_open_file_limit()
     sink = Sink(config)
     await sink.start()
@@ -351,5 +422,9 @@ async def serve(config: SinkConfig) -> int:
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     log.info("shutting down")
-    await sink.stop()
-    return 0
+    if await sink.stop():
+        return 0
+    # a commit may still hang in a worker thread, which the interpreter would wait for before exiting
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(SHUTDOWN_INCOMPLETE_EXIT_CODE)

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
+from exporters.delta.object_store import commit_safety_problems
 from spark_jobs.dashboards import Window, build_page
 from spark_jobs.dashboards.serve import DashboardServer
 from spark_jobs.jobs.rollup import RollupReport, run_rollup
@@ -151,6 +152,10 @@ def _rollup(args: argparse.Namespace) -> int:
         return 2
     if args.lookback_s < 0:
         print("telemetry-sink rollup: --lookback-s must not be negative", file=sys.stderr)
+        return 2
+    unsafe = commit_safety_problems(args.data_root, dict(args.storage_option))
+    if unsafe:
+        print(f"telemetry-sink rollup: {'; '.join(unsafe)}", file=sys.stderr)
         return 2
     settings = _spark_settings(args, "rollup")
     if settings is None:

@@ -15,7 +15,11 @@ Two paths behind one class, ``DeltaLake``:
   commit them as ``add`` actions (with statistics from the parquet footers), together with the
   ``remove`` actions of the partitions being replaced and the ``txn(app_id, version)``, in one
   delta-rs transaction. Nothing is visible before that commit; a failed job leaves only unreferenced
-  files (deleted on the way out, else by ``vacuum``).
+  files (deleted on the way out, else by ``vacuum``). On an object store (``s3://``) Spark's Hadoop
+  file system is not used at all (it would need the ``hadoop-aws`` jars): the executors read and write
+  the parquet files with pyarrow, reaching the store with the same ``storage_options`` as delta-rs
+  (``exporters.delta.object_store``); each task writes its rows straight to their partition folders
+  and reports the files, which the driver commits as above.
 
 Both paths answer ``txn_version`` and ``added_files`` through delta-rs, which reads tables written by
 either. Exactly once: a job writes batch ``version`` of ``app_id`` only if the table's ``txn`` for
@@ -34,11 +38,11 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -51,6 +55,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from exporters import delta_tables_under
+from exporters.delta.object_store import arrow_filesystem, is_local, store_path
 
 __all__ = ["DeltaLake", "LakeError", "Partition", "PartitionFilter", "partition_predicate"]
 
@@ -141,10 +146,10 @@ class DeltaLake:
     def shards(self, uri: str) -> list[str]:
         """The Delta tables directly under ``uri`` (a sharded bronze table: one per sink replica),
         sorted; ``[uri]`` if ``uri`` is itself a table; none if it does not exist."""
-        fs, root = pafs.FileSystem.from_uri(_absolute(uri))
+        fs, root = arrow_filesystem(uri, self.storage_options)
         if fs.get_file_info(f"{root}/_delta_log").type == pafs.FileType.Directory:
             return [uri]
-        return delta_tables_under(uri)
+        return delta_tables_under(uri, self.storage_options)
 
     def added_files(self, uri: str, after: int, until: int) -> list[str]:
         """URIs of the data files that commits ``after + 1 .. until`` added and that are still in the
@@ -216,12 +221,30 @@ class DeltaLake:
         spark_schema = from_arrow_schema(schema, prefer_timestamp_ntz=False)
         if not files:
             return self.spark.createDataFrame([], spark_schema)
+        if not is_local(uri):
+            return self._read_with_arrow(uri, files, schema)
         frame = (
             self.spark.read.option("basePath", _spark_path(uri))
             .schema(spark_schema)
             .parquet(*(_spark_path(f) for f in files))
         )
         return frame.select(*(f"`{name}`" for name in schema.names))
+
+    def _read_with_arrow(self, uri: str, files: Sequence[str], schema: pa.Schema) -> DataFrame:
+        """The files read by pyarrow in the executors (a task per group of files)."""
+        options = self.storage_options
+
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            fs, root = arrow_filesystem(uri, options)
+            for batch in batches:
+                for path in batch.column(0).to_pylist():
+                    yield from _read_data_file(fs, root, store_path(path), schema)
+
+        paths = self.spark.createDataFrame([(f,) for f in files], "path string")
+        tasks = min(len(files), self.spark.sparkContext.defaultParallelism)
+        return paths.repartition(tasks).mapInArrow(
+            read, from_arrow_schema(schema, prefer_timestamp_ntz=False)
+        )
 
     @staticmethod
     def arrow_schema(table: DeltaTable) -> pa.Schema:
@@ -284,7 +307,11 @@ class DeltaLake:
         writer.save(uri)
 
     def _write_with_bridge(self, frame: DataFrame, uri: str, batch: _Batch) -> None:
-        fs, root = pafs.FileSystem.from_uri(_absolute(uri))
+        fs, root = arrow_filesystem(uri, self.storage_options)
+        if not is_local(uri):
+            written = self._write_with_arrow(frame, uri, batch)
+            self._commit_files(fs, root, uri, batch, written)
+            return
         staging = f"_staging-{uuid.uuid4().hex}"
         moved: list[str] = []
         try:
@@ -292,7 +319,21 @@ class DeltaLake:
                 _spark_path(f"{uri.rstrip('/')}/{staging}")
             )
             files = self._stage(fs, root, staging, batch.partition_by, moved)
-            # the newest snapshot, read after Spark's write: the removals are computed against it
+        except Exception:
+            for path in moved:
+                _delete_quietly(fs, path)
+            raise
+        finally:
+            _delete_quietly(fs, f"{root}/{staging}", directory=True)
+        self._commit_files(fs, root, uri, batch, files)
+
+    def _commit_files(
+        self, fs: pafs.FileSystem, root: str, uri: str, batch: _Batch, files: Sequence[_WrittenFile]
+    ) -> None:
+        """Commit ``files`` (and the removals of the partitions replaced) with the batch's ``txn``;
+        delete them if the commit fails."""
+        try:
+            # the newest snapshot, read after the files were written: the removals are computed against it
             table = self.table(uri) or self._create(uri, batch.schema, batch.partition_by)
             now_ms = int(time.time() * 1000)
             actions: list[AddAction | RemoveAction] = [
@@ -311,11 +352,37 @@ class DeltaLake:
                 ),
             )
         except Exception:
-            for path in moved:  # never referenced by the log: nobody can see them
-                _delete_quietly(fs, path)
+            for written in files:  # never referenced by the log: nobody can see them
+                _delete_quietly(fs, f"{root}/{written.relative}")
             raise
-        finally:
-            _delete_quietly(fs, f"{root}/{staging}", directory=True)
+
+    def _write_with_arrow(self, frame: DataFrame, uri: str, batch: _Batch) -> list[_WrittenFile]:
+        """Each task writes its rows with pyarrow, a parquet file per partition, straight into the
+        partition folders of the table at ``uri``; the files written (not committed yet)."""
+        options = self.storage_options
+        partition_by = batch.partition_by
+
+        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            received = list(batches)
+            if not received:
+                return
+            fs, root = arrow_filesystem(uri, options)
+            files = _write_partitions(fs, root, pa.Table.from_batches(received), partition_by)
+            yield pa.RecordBatch.from_pylist(
+                [
+                    {
+                        "relative": f.relative,
+                        "size": f.size,
+                        "partition": json.dumps(f.partition),
+                        "stats": f.stats,
+                    }
+                    for f in files
+                ],
+                schema=_WRITTEN_FILES,
+            )
+
+        rows = frame.mapInArrow(write, "relative string, size long, partition string, stats string").collect()
+        return [_WrittenFile(r.relative, r.size, json.loads(r.partition), r.stats) for r in rows]
 
     def _stage(
         self,
@@ -369,8 +436,62 @@ class DeltaLake:
         return removals
 
 
-def _absolute(uri: str) -> str:
-    return uri if "://" in uri else os.path.abspath(uri)
+_WRITTEN_FILES: Final = pa.schema(
+    [("relative", pa.string()), ("size", pa.int64()), ("partition", pa.string()), ("stats", pa.string())]
+)
+
+
+def _partition_folder(column: str, value: str | None) -> str:
+    """``column=value`` as Spark names a partition folder (``_partition_values`` reads it back)."""
+    return f"{quote(column, safe='')}={_HIVE_NULL if value is None else quote(value, safe='')}"
+
+
+def _write_partitions(
+    fs: pafs.FileSystem, root: str, rows: pa.Table, partition_by: Sequence[str]
+) -> list[_WrittenFile]:
+    """``rows`` as one parquet file per partition under ``root`` (the partition columns in the
+    folder names only, as Delta keeps them)."""
+    data = rows.drop_columns(list(partition_by))
+    values = [rows.column(c).to_pylist() for c in partition_by]
+    groups: dict[tuple[str | None, ...], list[int]] = {}
+    for index in range(rows.num_rows):
+        key = tuple(None if column[index] is None else str(column[index]) for column in values)
+        groups.setdefault(key, []).append(index)
+    written = []
+    for key, indexes in groups.items():
+        partition = dict(zip(partition_by, key, strict=True))
+        folders = [_partition_folder(c, v) for c, v in partition.items()]
+        relative = "/".join([*folders, f"part-{uuid.uuid4().hex}.parquet"])
+        fs.create_dir("/".join([root, *folders]), recursive=True)
+        pq.write_table(data.take(indexes), f"{root}/{relative}", filesystem=fs)
+        size = fs.get_file_info(f"{root}/{relative}").size or 0
+        with fs.open_input_file(f"{root}/{relative}") as handle:
+            stats = _stats(pq.read_metadata(handle))
+        written.append(_WrittenFile(relative, size, partition, stats))
+    return written
+
+
+def _read_data_file(fs: pafs.FileSystem, root: str, path: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """One data file of the table at ``root`` in the table's ``schema``: its columns, and the
+    partition columns from its folders (null for a column it lacks)."""
+    folders = path[len(root) + 1 :].split("/")[:-1]
+    partition = {
+        unquote(column): None if value == _HIVE_NULL else unquote(value)
+        for column, sep, value in (folder.partition("=") for folder in folders)
+        if sep
+    }
+    data = pq.read_table(path, filesystem=fs)
+    columns = []
+    for field in schema:
+        if field.name in partition:
+            value = partition[field.name]
+            column = pa.array([value] * data.num_rows, pa.string()).cast(field.type)
+        elif field.name in data.column_names:
+            column = data.column(field.name).cast(field.type)
+        else:
+            column = pa.nulls(data.num_rows, field.type)
+        columns.append(column)
+    yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
 
 
 def _spark_path(uri: str) -> str:

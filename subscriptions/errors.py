@@ -39,6 +39,7 @@ class Errors(IntEnum):
     CLUSTER_AUTHORIZATION_FAILED = 31
     UNSUPPORTED_VERSION = 35
     INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41  # admin only: a config-log change lost the race for its offset; retriable
     INVALID_REQUEST = 42
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87

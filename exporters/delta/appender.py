@@ -33,7 +33,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from exporters.delta.writer_claim import ClaimRefusedError, WriterClaim
 
-__all__ = ["AppendError", "DeltaAppender", "storage_option", "sync_local_table", "wall_clock_ms"]
+__all__ = ["AppendError", "DeltaAppender", "latest", "storage_option", "sync_local_table", "wall_clock_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +118,7 @@ class DeltaAppender:
             self._table = None
         if self._table is None:
             self._commits_since_open = 0
-            try:
-                self._table = DeltaTable(self.table_uri, storage_options=self.storage_options or None)
-            except TableNotFoundError:
-                return None
-        else:
-            self._table.update_incremental()
+        self._table = latest(self._table, self.table_uri, self.storage_options)
         return self._table
 
     def committed_version(self) -> int:
@@ -236,6 +231,18 @@ class DeltaAppender:
             ),
         )
         self._commits_since_open += 1
+
+
+def latest(table: DeltaTable | None, table_uri: str, storage_options: Mapping[str, str]) -> DeltaTable | None:
+    """``table`` updated in place to the latest version, or the table at ``table_uri`` opened when
+    ``table`` is None; None when the table does not exist yet."""
+    if table is None:
+        try:
+            return DeltaTable(table_uri, storage_options=dict(storage_options) or None)
+        except TableNotFoundError:
+            return None
+    table.update_incremental()
+    return table
 
 
 def _txn_version(table: DeltaTable, app_id: str) -> int:

@@ -11,12 +11,14 @@ commit sequence instead of starting new ones.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
+from collections.abc import Mapping
 from typing import Final
 
 import pyarrow.fs as pafs
+
+from exporters.delta.object_store import arrow_filesystem
 
 __all__ = ["default_replica_id", "delta_tables_under", "list_shards", "shard_uri"]
 
@@ -35,10 +37,10 @@ def shard_uri(data_root: str, table: str, replica_id: str) -> str:
     return f"{data_root.rstrip('/')}/{table}/{replica_id}"
 
 
-def delta_tables_under(uri: str) -> list[str]:
+def delta_tables_under(uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
     """The Delta tables directly under ``uri`` (a local path or an object-store URI, listed with
-    pyarrow's file systems, which take their credentials from the environment), sorted."""
-    fs, root = pafs.FileSystem.from_uri(uri if "://" in uri else os.path.abspath(uri))
+    pyarrow's file systems: S3 with the delta-rs ``storage_options``, see ``object_store``), sorted."""
+    fs, root = arrow_filesystem(uri, storage_options)
     if fs.get_file_info(root).type != pafs.FileType.Directory:
         return []
     return sorted(
@@ -49,6 +51,6 @@ def delta_tables_under(uri: str) -> list[str]:
     )
 
 
-def list_shards(data_root: str, table: str) -> list[str]:
+def list_shards(data_root: str, table: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
     """The shard tables of ``table`` under the data root (a path or an object-store URI), sorted."""
-    return delta_tables_under(f"{data_root.rstrip('/')}/{table}")
+    return delta_tables_under(f"{data_root.rstrip('/')}/{table}", storage_options)

@@ -20,9 +20,13 @@ answers them with ``KafkaApis``, one connection at a time as a broker's network 
   (Kafka's ``connections.max.idle.ms``) is closed; so is one whose request does not arrive in full
   within ``request_read_timeout_ms`` of its first byte (a slow-loris client), and one that does not
   read its answers for ``connections_max_idle_ms``.
-- Identity: the principal is the subject of a verified client certificate (mTLS) or
-  ``User:ANONYMOUS`` (SASL is not implemented); source address and port come from the socket; client
-  software name and version from ApiVersions v3 (``unknown`` until then, as in Kafka).
+- Identity: the principal is that of a verified client certificate (mTLS), written from its DER as on
+  every other transport (``ingest.principals``), or ``User:ANONYMOUS`` (SASL is not implemented).
+  With ``security.require_authentication`` a connection without a certificate is closed before its
+  first request is read, with a log line saying why (the pipeline's ``Authenticator`` decides;
+  the configuration refuses that setting on a Kafka port without mTLS). Source address and port come
+  from the socket; client software name and version from ApiVersions v3 (``unknown`` until then, as
+  in Kafka).
 - Closing: instances created on the connection are evicted (PD-8), and its connection count is given
   back. ``stop`` closes idle connections at once and lets a request being handled finish (within the
   grace period) before its connection closes.
@@ -46,10 +50,12 @@ from ingest.connections import (
     connection_ip,
     register_listener,
 )
-from ingest.identity import java_host_address, principal_from_peercert
+from ingest.identity import java_host_address
 from ingest.kafka.apis import KafkaApis
 from ingest.kafka.protocol import API_KEY, FRAME_SIZE, PUSH_TELEMETRY, FrameError
+from ingest.principals import certificate_principal
 from ingest.quotas import Clock, ConnectionQuotas
+from ingest.security import AuthenticationError
 from subscriptions import ClientContext, ClientMetricsManager
 
 __all__ = ["KAFKA_LISTENER", "KafkaListener", "ListenerLimits"]
@@ -128,7 +134,8 @@ class _Connection:
         )
         self.local_address: tuple[str, int] = (str(local[0]), int(local[1]))
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{index}"
-        self.principal = principal_from_peercert(writer.get_extra_info("peercert"))
+        tls = writer.get_extra_info("ssl_object")
+        self.principal = certificate_principal(tls.getpeercert(binary_form=True) if tls else None)
 
     # -- KafkaConnection ------------------------------------------------------------------------
 
@@ -171,6 +178,11 @@ class _Connection:
         idle_s = limits.connections_max_idle_ms / 1000
         read_s = limits.request_read_timeout_ms / 1000
         apis = self._listener.apis
+        try:
+            apis.pipeline.authenticator.connection_principal(self.principal)
+        except AuthenticationError as exc:
+            self._close_because(str(exc))
+            return
         while not self._listener.stopping:
             if not self._unmuted.is_set() and not await self._unmuted_unless_gone():
                 self._close_because("the client went away while muted")

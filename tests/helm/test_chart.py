@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import yaml
 
 from ingest.config import KafkaListenerConfig, ServerConfig, SinkConfig
 from ingest.limits import RequestLimits
+from ingest.server import shutdown_budget_s
 from telemetry_sink.cli import build_parser
 
 pytestmark = pytest.mark.helm
@@ -264,7 +266,7 @@ def test_the_front_end_runs_as_an_sre_expects() -> None:
         "capabilities": {"drop": ["ALL"]},
     }
     assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["terminationGracePeriodSeconds"] == 5 + 30 + 15  # preStop, the sink's grace period, the flush
+    assert pod["terminationGracePeriodSeconds"] == 5 + 30 + 20 + 5  # preStop, grace, flush bound, margin
     assert sink["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
     assert sink["startupProbe"]["httpGet"]["path"] == "/healthz"
     assert {m["mountPath"] for m in sink["volumeMounts"]} == {
@@ -275,6 +277,22 @@ def test_the_front_end_runs_as_an_sre_expects() -> None:
     assert sink["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # a ReadWriteOnce volume
     assert "podAntiAffinity" in pod["affinity"]
+
+
+def test_F17_the_pods_grace_period_covers_the_shutdown_budget_the_sink_uses(tmp_path: Path) -> None:
+    timing = {
+        "preStopSleepSeconds": 3,
+        "shutdownGraceSeconds": 12.5,
+        "shutdownFlushSeconds": 7.25,
+        "terminationGraceMarginSeconds": 4,
+    }
+    values = {"sink": timing}
+    server = load_sink_config(values, tmp_path).server
+    assert (server.shutdown_grace_s, server.shutdown_flush_s) == (12.5, 7.25)
+    pod = one(values, "Deployment")["spec"]["template"]["spec"]
+    # SIGKILL comes this long after the preStop pause began: never within the sink's own budget
+    assert pod["terminationGracePeriodSeconds"] == math.ceil(3 + shutdown_budget_s(server) + 4) == 27
+    assert pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "3"]
 
 
 def test_a_configuration_change_rolls_the_pods() -> None:
@@ -298,6 +316,22 @@ def test_service_keeps_a_clients_requests_on_one_replica_and_opens_the_kafka_por
     assert ("kafka", 9094) in [(p["name"], p["port"]) for p in kafka["ports"]]
     policy = one(VARIANTS["kafka listener"], "NetworkPolicy")["spec"]
     assert [p["port"] for p in policy["ingress"][0]["ports"]] == ["grpc", "http", "kafka"]
+
+
+def test_F7_F8_trusted_proxies_and_required_authentication_reach_the_sink_config() -> None:
+    sink = {
+        "trustedProxies": ["127.0.0.1/32"],
+        "trustedProxyPrincipals": ["User:CN=edge-proxy,O=Acme"],
+        "requireAuthentication": True,
+    }
+    values = _merge(VARIANTS["tls"], {"sink": sink, "kafkaListener": {"enabled": True}})
+    security = yaml.safe_load(sink_config(values))["security"]
+    assert (
+        security["trusted_proxies"],
+        security["trusted_proxy_principals"],
+        security["require_authentication"],
+    ) == (["127.0.0.1/32"], ["User:CN=edge-proxy,O=Acme"], True)
+    assert yaml.safe_load(sink_config({}))["security"]["require_authentication"] is False
 
 
 def test_tls_and_tokens_come_from_existing_secrets(tmp_path: Path) -> None:
@@ -424,6 +458,9 @@ def test_helm_test_pushes_one_sample_through_the_service() -> None:
         ({"service": {"sessionAffinity": "Sticky"}}, "at '/service/sessionAffinity'"),
         ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
         ({"sink": {"superUsers": ["admin"]}}, "at '/sink/superUsers/0'"),
+        ({"sink": {"trustedProxies": ["10.0.0.0/8"]}}, "at '/sink/trustedProxies/0'"),  # F7: every pod
+        ({"sink": {"trustedProxyPrincipals": ["edge-proxy"]}}, "at '/sink/trustedProxyPrincipals/0'"),
+        ({"sink": {"requireAuthentication": "yes"}}, "at '/sink/requireAuthentication'"),
         ({"rollup": {"sparkConf": {"spark.executor.memory": 4}}}, "got number, want string"),
         ({"storage": {"pvc": {"accessModes": ["ReadWriteOncePod"]}}}, "at '/storage/pvc/accessModes/0'"),
         ({"maintain": {"retentionHours": 1.5}}, "at '/maintain/retentionHours'"),
@@ -453,6 +490,15 @@ def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) ->
         ({"tls": {"enabled": True}}, "set tls.existingSecret"),
         ({"tls": {"clientAuth": True}}, "tls.clientAuth needs tls.enabled"),
         ({"tls": {"enabled": True, "existingSecret": "t", "clientAuth": True}}, "set tests.clientCertSecret"),
+        ({"auth": {"existingSecret": "tokens"}}, "bearer tokens need tls.enabled"),  # F8: in clear
+        (
+            {"sink": {"trustedProxyPrincipals": ["User:CN=edge"]}},
+            "sink.trustedProxyPrincipals needs tls.clientAuth",
+        ),
+        (
+            {"sink": {"requireAuthentication": True}, "kafkaListener": {"enabled": True}},
+            "the Kafka port has no SASL",
+        ),
         (
             {**RWX, "autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}},
             "minReplicas is above",

@@ -23,7 +23,7 @@ from aiohttp.test_utils import TestServer
 from ingest.admin import SinkAdmin, SuperUserAuthorizer
 from ingest.admin_api import admin_routes
 from ingest.admin_cli import TOKEN_ENV, add_admin_parser, run_admin
-from ingest.config_log import ConfigImage, ConfigLog, ConfigLogFollower
+from ingest.config_log import ConfigImage, ConfigLog, ConfigLogFollower, SubscriptionChange
 from ingest.identity import ANONYMOUS, CLIENT_ID_HEADER
 from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, create_quota_managers
 from subscriptions import (
@@ -133,6 +133,29 @@ async def test_subscriptions_alter_creates_patches_and_delete_deletes_in_the_ser
     assert await sink.cli("subscriptions", "delete", "kafka") == 0
     assert store.get("kafka") is None
     assert "Deleted client metrics config for kafka" in capsys.readouterr().out
+
+
+async def test_F16_a_patch_that_lost_a_config_log_race_exits_1_naming_both_offsets(
+    sink: Sink, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another replica wrote a change this replica has not read yet: the PATCH is refused, not laid
+    over it; run again, it applies to the state that won."""
+    assert await sink.cli("subscriptions", "alter", "kafka", "--metrics", "org.apache.kafka.") == 0
+    other = ConfigLog(sink.admin.follower.log.table_uri, replica_id="r1")
+    other.append(
+        [SubscriptionChange("kafka", {"metrics": ["org.apache.kafka."], "interval.ms": 5000})], "User:b", 1
+    )
+    capsys.readouterr()
+    assert await sink.cli("subscriptions", "alter", "kafka", "--metrics", "org.apache.kafka.producer.") == 1
+    assert stderr_lines(capsys) == [
+        "error: NOT_CONTROLLER: config-log conflict: the change was prepared at offset 0, but the log is "
+        "at offset 1 (another change was written meanwhile); nothing was written, retry",
+        "telemetry-sink admin: nothing was written (another change came first): run the command again",
+    ]
+    assert await sink.cli("subscriptions", "alter", "kafka", "--metrics", "org.apache.kafka.producer.") == 0
+    patched = sink.admin.follower.image.store.get("kafka")
+    assert patched is not None
+    assert patched.properties == {"metrics": ["org.apache.kafka.producer."], "interval.ms": 5000}
 
 
 async def test_subscriptions_list_and_describe_print_every_config(

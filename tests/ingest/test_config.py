@@ -144,22 +144,22 @@ def test_the_security_section_from_a_file_and_the_environment(tmp_path: Path) ->
     tokens.write_text('"t0k3n": "User:alice"\n')
     path = tmp_path / "c.yaml"
     path.write_text(
-        f"security: {{tokens_file: {tokens}, trusted_proxies: [10.0.0.0/8], super_users: [User:admin]}}\n"
+        f"security: {{tokens_file: {tokens}, trusted_proxies: [127.0.0.1/32], super_users: [User:admin]}}\n"
     )
     config = SinkConfig.load(path, env={})
-    assert config.security.trusted_proxies == ("10.0.0.0/8",)
+    assert config.security.trusted_proxies == ("127.0.0.1/32",)
     assert config.security.super_users == ("User:admin",)
     assert config.security.authenticator().authenticate({"authorization": "Bearer t0k3n"}, None, None, "")[
         0
     ] == ("User:alice")
-    env = {  # Kafka's list forms: super.users split at ';', CIDRs at ','
+    env = {  # Kafka's list forms: super.users split at ';', addresses at ','
         "TELEMETRY_SINK_SECURITY__SUPER_USERS": "User:admin;User:ops",
-        "TELEMETRY_SINK_SECURITY__TRUSTED_PROXIES": "10.0.0.0/8, fd00::/8",
+        "TELEMETRY_SINK_SECURITY__TRUSTED_PROXIES": "10.1.2.3, fd00::7",
         "TELEMETRY_SINK_SERVER__MAX_CONCURRENT_REQUESTS": "64",
     }
     config = SinkConfig.load(path, env=env)
     assert config.security.super_users == ("User:admin", "User:ops")
-    assert config.security.trusted_proxies == ("10.0.0.0/8", "fd00::/8")
+    assert config.security.trusted_proxies == ("10.1.2.3", "fd00::7")
     assert config.server.max_concurrent_requests == 64
 
 
@@ -176,7 +176,9 @@ def test_security_admission_and_limit_problems_are_reported_at_once(tmp_path: Pa
         "limits": {"max_data_points": 0, "max_json_depth": "deep"},
         "security": {
             "tokens_file": str(tokens),
-            "trusted_proxies": ["10.0.0.0/33"],
+            "trusted_proxies": ["10.0.0.0/33", "10.0.0.0/8"],
+            "trusted_proxy_principals": ["edge-proxy"],
+            "require_authentication": "yes",
             "super_users": ["admin"],
             "colour": "blue",
         },
@@ -194,7 +196,11 @@ def test_security_admission_and_limit_problems_are_reported_at_once(tmp_path: Pa
         "unknown key 'security.colour'",
         "security.tokens_file: ",
         "'alice' is not a principal",
-        "security.trusted_proxies: '10.0.0.0/33' is not an address or CIDR",
+        "security.trusted_proxies: '10.0.0.0/33' is not an address",
+        "security.trusted_proxies: 10.0.0.0/8 is a network of 16777216 addresses",  # F7: every pod
+        "security.trusted_proxy_principals: 'edge-proxy' is not a principal",
+        "security.trusted_proxy_principals needs mTLS (server.tls_client_ca_file)",
+        "security.require_authentication must be true or false",
         "security.super_users: 'admin' is not a principal",
     ]:
         assert fragment in problems, fragment

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
+import exporters.delta.appender as appender_module
+import ingest.config_log as config_log_module
 from ingest.config_log import (
+    ConfigChange,
+    ConfigConflictError,
     ConfigImage,
     ConfigLog,
+    ConfigLogError,
     ConfigLogFollower,
     EntityComponent,
     InvalidFilterError,
@@ -185,3 +191,141 @@ def test_describe_client_quotas_refuses_filters_kafka_refuses(
 ) -> None:
     with pytest.raises(InvalidFilterError):
         image.describe_client_quotas(components, strict=False)
+
+
+# -- conditional writes (F16) and acknowledgement on proof (F6) ------------------------------------
+
+
+def _subscription(name: str) -> list[ConfigChange]:
+    return [SubscriptionChange(name, {"metrics": ["org.apache.kafka."]})]
+
+
+def _names(table: Path) -> list[str]:
+    _, records = ConfigLog(str(table), replica_id="reader").read_since(-1)
+    return [r.change.name for r in records if isinstance(r.change, SubscriptionChange)]
+
+
+def test_F16_a_change_prepared_at_an_offset_the_log_has_moved_past_is_refused(tmp_path: Path) -> None:
+    table = tmp_path / "log"
+    a, b = ConfigLog(str(table), replica_id="a"), ConfigLog(str(table), replica_id="b")
+    assert a.append(_subscription("first"), "User:x", 1, read_version=-1) == 0
+    with pytest.raises(ConfigConflictError) as refused:
+        b.append(_subscription("stale-create"), "User:x", 2, read_version=-1)
+    assert (refused.value.read_version, refused.value.log_version) == (-1, 0)
+    assert a.append(_subscription("second"), "User:x", 3, read_version=0) == 1
+    with pytest.raises(ConfigConflictError, match="prepared at offset 0, but the log is at offset 1"):
+        b.append(_subscription("stale"), "User:x", 4, read_version=0)
+    assert b.append(_subscription("fresh"), "User:x", 5, read_version=1) == 2
+    assert _names(table) == ["first", "second", "fresh"]
+
+
+def test_F6_F16_two_processes_with_one_replica_id_racing_for_an_offset_lose_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A and B share the replica id and both prepare at offset 0; B commits while A is writing. A's
+    commit fails (refused when conditional; at the next offset when not), never acknowledged unlanded."""
+    table = tmp_path / "log"
+    ConfigLog(str(table), replica_id="r").append(_subscription("base"), "User:x", 1)
+    a, b = ConfigLog(str(table), replica_id="r"), ConfigLog(str(table), replica_id="r")
+    b_first = [("b-conditional", 0), ("b-unconditional", None)]
+
+    def b_commits_first(*args: Any, **kwargs: Any) -> None:
+        if b_first:  # A is writing: B's commit goes first (B's own write is not intercepted)
+            name, read_version = b_first.pop(0)
+            monkeypatch.setattr(config_log_module, "write_deltalake", write_deltalake)
+            b.append(_subscription(name), "User:x", 2, read_version=read_version)
+            monkeypatch.setattr(config_log_module, "write_deltalake", b_commits_first)
+        write_deltalake(*args, **kwargs)
+
+    monkeypatch.setattr(config_log_module, "write_deltalake", b_commits_first)
+    with pytest.raises(ConfigConflictError):
+        a.append(_subscription("a-conditional"), "User:x", 3, read_version=0)
+    assert a.append(_subscription("a-unconditional"), "User:x", 4) == 3
+    assert _names(table) == ["base", "b-conditional", "b-unconditional", "a-unconditional"]
+
+
+class _Faults:
+    """Storage faults at the boundary config_log calls: ``write_deltalake`` raises before or after it
+    committed, the given number of times."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, before: int = 0, after: int = 0) -> None:
+        self.before, self.after = before, after
+        self.real = write_deltalake
+        monkeypatch.setattr(config_log_module, "write_deltalake", self.write)
+
+    def write(self, *args: Any, **kwargs: Any) -> None:
+        if self.before:
+            self.before -= 1
+            raise OSError(5, "Input/output error (before the commit)")
+        self.real(*args, **kwargs)
+        if self.after:
+            self.after -= 1
+            raise OSError(5, "Input/output error (after the commit)")
+
+
+def test_F6_a_commit_that_reports_an_error_after_landing_is_acknowledged_and_in_the_log_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = tmp_path / "log"
+    config_log = ConfigLog(str(table), replica_id="a", backoff_ms=0)
+    config_log.append(_subscription("base"), "User:x", 1)
+    _Faults(monkeypatch, after=1)
+    assert config_log.append(_subscription("landed"), "User:x", 2, read_version=0) == 1
+    assert _names(table) == ["base", "landed"]
+
+
+def test_F6_a_commit_that_failed_before_landing_is_retried_and_in_the_log_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = tmp_path / "log"
+    config_log = ConfigLog(str(table), replica_id="a", backoff_ms=0)
+    faults = _Faults(monkeypatch, before=2)
+    assert config_log.append(_subscription("created"), "User:x", 1, read_version=-1) == 0
+    assert faults.before == 0
+    assert _names(table) == ["created"]
+
+
+def test_F6_a_change_reported_failed_is_not_in_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = tmp_path / "log"
+    config_log = ConfigLog(str(table), replica_id="a", attempts=3, backoff_ms=0)
+    config_log.append(_subscription("base"), "User:x", 1)
+    _Faults(monkeypatch, before=3)
+    with pytest.raises(ConfigLogError, match="could not be written") as failed:
+        config_log.append(_subscription("lost"), "User:x", 2, read_version=0)
+    assert not failed.value.in_doubt
+    assert _names(table) == ["base"]
+
+
+def test_F6_when_the_log_cannot_be_read_after_a_failed_commit_the_error_says_the_outcome_is_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = tmp_path / "log"
+    config_log = ConfigLog(str(table), replica_id="a", backoff_ms=0)
+    config_log.append(_subscription("base"), "User:x", 1)
+
+    def unreadable(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(5, "Input/output error (reading)")
+
+    def commit_then_fail_with_the_storage(*args: Any, **kwargs: Any) -> None:
+        write_deltalake(*args, **kwargs)
+        monkeypatch.setattr(appender_module, "DeltaTable", unreadable)  # the storage goes away
+        raise OSError(5, "Input/output error (after the commit)")
+
+    monkeypatch.setattr(config_log_module, "write_deltalake", commit_then_fail_with_the_storage)
+    with pytest.raises(ConfigLogError, match="unknown") as unknown:
+        config_log.append(_subscription("maybe"), "User:x", 2, read_version=0)
+    assert unknown.value.in_doubt
+    monkeypatch.setattr(appender_module, "DeltaTable", DeltaTable)
+    assert _names(table) == ["base", "maybe"]  # it had landed: the answer did not say it had not
+
+
+async def test_F16_a_conflict_brings_the_image_up_to_the_log_before_it_is_raised(tmp_path: Path) -> None:
+    clock = FakeClock()
+    a, b = replica(tmp_path / "log", "a", clock), replica(tmp_path / "log", "b", clock)
+    await a.write(_subscription("from-a"), "User:x", 1, read_version=a.image.version)
+    with pytest.raises(ConfigConflictError):
+        await b.write(_subscription("from-b"), "User:x", 2, read_version=b.image.version)
+    assert b.image.store.get("from-a") is not None
+    assert await b.write(_subscription("from-b"), "User:x", 3, read_version=b.image.version) == 1

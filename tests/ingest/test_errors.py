@@ -16,7 +16,7 @@ def test_every_kafka_code_has_an_otlp_answer() -> None:
 @pytest.mark.parametrize("error", list(Errors))
 def test_PD_12_only_transient_outcomes_are_retryable(error: Errors) -> None:
     answer = otlp_answer(error)
-    transient = {Errors.THROTTLING_QUOTA_EXCEEDED, Errors.UNKNOWN_SERVER_ERROR}
+    transient = {Errors.THROTTLING_QUOTA_EXCEEDED, Errors.UNKNOWN_SERVER_ERROR, Errors.NOT_CONTROLLER}
     assert answer.retryable is (error in transient)
     if answer.retryable:  # what OTLP clients retry (with retry info / Retry-After)
         assert answer.grpc_status in {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE}
@@ -43,6 +43,7 @@ def test_PD_7_retry_after_is_whole_seconds_rounded_up(throttle_ms: int, seconds:
         (Errors.INVALID_REQUEST, 400),
         (Errors.INVALID_CONFIG, 400),
         (Errors.CLUSTER_AUTHORIZATION_FAILED, 403),
+        (Errors.NOT_CONTROLLER, 409),
         (Errors.THROTTLING_QUOTA_EXCEEDED, 429),
         (Errors.UNKNOWN_SERVER_ERROR, 500),
         (Errors.TELEMETRY_TOO_LARGE, 500),

@@ -1,12 +1,17 @@
-"""Who is asking: principal, client id and software, source address (TEL-6); client text checked at
-the edge (F3, F4, F21)."""
+"""Who is asking: principal, client id and software, source address (TEL-6); one principal for a
+certificate on every transport, as Kafka writes it (F11); client text checked at the edge (F3, F4,
+F21)."""
 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from uuid import UUID
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.x509.oid import NameOID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,11 +29,12 @@ from ingest.identity import (
     parse_grpc_peer,
     parse_instance_id,
     principal_from_auth_context,
-    principal_from_peercert,
 )
 from ingest.limits import RequestLimits
+from ingest.principals import certificate_principal, rfc2253_name, x500_name
 from ingest.security import Authenticator
 from subscriptions import ClientContext
+from tests.support.certificates import CertificateAuthority
 
 client_context = grpc_client_context
 
@@ -76,11 +82,12 @@ def test_TEL_6_software_is_unknown_when_the_client_does_not_say() -> None:
     )
 
 
-def test_the_principal_comes_from_the_certificate_never_from_a_header() -> None:
-    assert (
-        principal_from_auth_context({"x509_subject": [b"CN=producer-7,O=Acme"]})
-        == "User:CN=producer-7,O=Acme"
-    )
+def test_the_principal_comes_from_the_certificate_never_from_a_header(tmp_path: Path) -> None:
+    ca = CertificateAuthority(tmp_path)
+    cert, _ = ca.issue("producer", (NameOID.ORGANIZATION_NAME, "Acme"), (NameOID.COMMON_NAME, "producer-7"))
+    # what grpc-core hands over: the PEM (its own x509_subject string is not read)
+    auth_context = {"x509_pem_cert": [cert.read_bytes()], "x509_subject": [b"O=Acme,CN=producer-7"]}
+    assert principal_from_auth_context(auth_context) == "User:CN=producer-7,O=Acme"
     assert principal_from_auth_context({}) == ANONYMOUS
     forged = client_context(
         [("x-kafka-principal", "User:admin"), ("principal", "User:admin")], "ipv4:1.2.3.4:5"
@@ -88,16 +95,109 @@ def test_the_principal_comes_from_the_certificate_never_from_a_header() -> None:
     assert forged.principal == ANONYMOUS
 
 
-def test_http_identity_from_headers_socket_and_certificate() -> None:
+def test_F11_http_identity_from_headers_socket_and_the_certificate_s_der(tmp_path: Path) -> None:
     context = http_client_context({"X-Kafka-Client-Id": "c1"}, ("::1", 4318, 0, 0), None)
     assert (context.client_id, context.client_source_address, context.client_source_port) == (
         "c1",
         "0:0:0:0:0:0:0:1",
         4318,
     )
-    cert = {"subject": ((("organizationName", "Acme"),), (("commonName", "producer-7"),))}
-    assert principal_from_peercert(cert) == "User:O=Acme,CN=producer-7"
+    ca = CertificateAuthority(tmp_path)
+    cert, _ = ca.issue("producer", (NameOID.ORGANIZATION_NAME, "Acme"), (NameOID.COMMON_NAME, "producer-7"))
+    der = x509.load_pem_x509_certificate(cert.read_bytes()).public_bytes(Encoding.DER)
+    # the same string as over gRPC (and as Kafka's principal builder): most specific RDN first
+    assert http_client_context({}, ("::1", 1), der).principal == "User:CN=producer-7,O=Acme"
     assert http_client_context({}, None).principal == ANONYMOUS
+    assert certificate_principal(None) == ANONYMOUS
+
+
+_N = x509.NameAttribute
+
+
+# Java 17's X500Principal.getName() of each name (what Kafka's DefaultKafkaPrincipalBuilder makes of
+# it), as printed by a JVM for these exact DER names.
+JAVA_NAMES = [
+    (
+        [_N(NameOID.ORGANIZATION_NAME, "Acme"), _N(NameOID.COMMON_NAME, "producer-7")],
+        "CN=producer-7,O=Acme",
+    ),
+    ([_N(NameOID.ORGANIZATION_NAME, "Acme,CN=ops-admin")], "O=Acme\\,CN\\=ops-admin"),
+    (
+        [_N(NameOID.COMMON_NAME, ' #a=b+c"d\\e<f>g;h, ')],
+        'CN=\\ \\#a\\=b\\+c\\"d\\\\e\\<f\\>g\\;h\\,\\ ',
+    ),
+    (
+        [
+            _N(NameOID.COMMON_NAME, "#x"),
+            _N(NameOID.EMAIL_ADDRESS, "a@b.c"),
+            _N(NameOID.COUNTRY_NAME, "DE"),
+            _N(NameOID.STATE_OR_PROVINCE_NAME, "Bayern"),
+            _N(NameOID.LOCALITY_NAME, "München"),
+            _N(NameOID.ORGANIZATIONAL_UNIT_NAME, "  x  "),
+        ],
+        "OU=\\ \\ x\\ \\ ,L=München,ST=Bayern,C=DE,1.2.840.113549.1.9.1=#16056140622e63,CN=\\#x",
+    ),
+    (
+        [
+            x509.RelativeDistinguishedName(
+                [_N(NameOID.COMMON_NAME, "b"), _N(NameOID.ORGANIZATION_NAME, "a")]
+            ),
+            x509.RelativeDistinguishedName([_N(NameOID.SERIAL_NUMBER, "123")]),
+            x509.RelativeDistinguishedName([_N(NameOID.DOMAIN_COMPONENT, "com")]),
+            x509.RelativeDistinguishedName([_N(NameOID.USER_ID, "u1")]),
+            x509.RelativeDistinguishedName([_N(NameOID.TITLE, "boss")]),
+        ],
+        "2.5.4.12=#0c04626f7373,UID=u1,DC=com,2.5.4.5=#1303313233,CN=b+O=a",
+    ),
+]
+
+
+@pytest.mark.parametrize(("attributes", "java"), JAVA_NAMES)
+def test_F11_a_certificate_subject_is_written_as_java_s_x500principal_getname(
+    attributes: list[x509.NameAttribute[str]] | list[x509.RelativeDistinguishedName], java: str
+) -> None:
+    name = x509.Name(attributes)
+    assert x500_name(x509.Name.from_bytes(name.public_bytes())) == java
+    assert rfc2253_name(java) == java  # read back (a forwarded Subject) it is the same principal
+
+
+def test_F11_a_comma_inside_a_value_never_equals_a_real_second_attribute(tmp_path: Path) -> None:
+    ca = CertificateAuthority(tmp_path)
+    real, _ = ca.issue("admin", (NameOID.ORGANIZATION_NAME, "Acme"), (NameOID.COMMON_NAME, "ops-admin"))
+    evil, _ = ca.issue("evil", (NameOID.ORGANIZATION_NAME, "Acme,CN=ops-admin"))
+    principals = {
+        path: principal_from_auth_context({"x509_pem_cert": [path.read_bytes()]}) for path in (real, evil)
+    }
+    assert principals == {real: "User:CN=ops-admin,O=Acme", evil: "User:O=Acme\\,CN\\=ops-admin"}
+
+
+@pytest.mark.parametrize(
+    ("written", "canonical"),
+    [
+        ("CN=producer-7, O=Acme", "CN=producer-7,O=Acme"),  # spaces after separators
+        ("O=Acme\\,CN=ops-admin", "O=Acme\\,CN\\=ops-admin"),  # OpenSSL does not escape '='
+        ("L=M\\C3\\BCnchen,cn=x", "L=München,CN=x"),  # OpenSSL's UTF-8 bytes; keywords any case
+        ("emailAddress=a@b.c,CN=x", "1.2.840.113549.1.9.1=#16056140622e63,CN=x"),  # OpenSSL's name
+        ("CN=a,OU=#0c0378797a", "CN=a,OU=xyz"),
+    ],
+)
+def test_F11_an_rfc2253_string_is_read_into_the_same_form(written: str, canonical: str) -> None:
+    assert rfc2253_name(written) == canonical
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("garbage", "without '='"),
+        ("CN=a,,O=b", "unknown attribute type"),
+        ('CN=a"b', "unescaped"),
+        ("CN=#zz", "not hex"),
+        ("CN=a\\", "lone backslash"),
+    ],
+)
+def test_F11_a_string_that_is_not_a_distinguished_name_is_refused(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        rfc2253_name(text)
 
 
 def test_the_derived_instance_is_stable_and_differs_by_client() -> None:
@@ -179,7 +279,7 @@ def test_F3_F4_every_transport_refuses_bad_client_text_in_its_headers(header: st
 
 def test_a_forwarded_principal_that_is_not_valid_text_is_refused() -> None:
     """A trusted proxy passing on a certificate subject it did not decode as UTF-8."""
-    proxy = Authenticator(trusted_proxies=["10.0.0.0/8"])
+    proxy = Authenticator(trusted_proxies=["10.0.0.1"])
     headers = {"x-forwarded-client-cert": 'Subject="CN=\udcff"'}
     with pytest.raises(ClientTextError, match=r"^principal is not valid text"):
         http_client_context(headers, ("10.0.0.1", 1), authenticator=proxy)

@@ -7,21 +7,16 @@ import asyncio
 import signal
 from pathlib import Path
 
-import grpc.aio
 import httpx
 import pytest
 from deltalake import DeltaTable
 
-from ingest.proto import client_telemetry_pb2 as pb
-from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from subscriptions import Errors
+from tests.support.kip714_grpc import get_and_push
 from tests.support.process import Running, running_sink
 
 pytestmark = pytest.mark.integration
 
-FIXTURE = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka" / "librdkafka-producer-push001-zstd.bin"
-)
 TOKEN = "replica-test-admin-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 EXTRA = """\
@@ -76,23 +71,13 @@ async def test_an_admin_change_on_one_replica_is_applied_by_the_other(tmp_path: 
             "metrics": ["org.apache.kafka.producer."],
             "interval.ms": 100,
         }
+        async with httpx.AsyncClient(base_url=b.http_url, headers=ADMIN) as http, asyncio.timeout(60):
+            while not (await http.get("/admin/v1/client-quotas")).json()["entries"]:  # the next change
+                await asyncio.sleep(0.05)
         metadata = (("x-kafka-client-id", "replica-test"),)
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{b.grpc_port}") as channel:
-            stub = pb_grpc.ClientTelemetryStub(channel)  # type: ignore[no-untyped-call]
-            got = await stub.GetTelemetrySubscriptions(
-                pb.GetTelemetrySubscriptionsRequest(), metadata=metadata
-            )
-            assert got.push_interval_ms == 100
-            assert "org.apache.kafka.producer." in got.requested_metrics
-            pushed = await stub.PushTelemetry(
-                pb.PushTelemetryRequest(
-                    client_instance_id=got.client_instance_id,
-                    subscription_id=got.subscription_id,
-                    compression_type=4,
-                    metrics=FIXTURE.read_bytes(),
-                ),
-                metadata=metadata,
-            )
+        got, pushed = await get_and_push(b.grpc_port, metadata)
+        assert got.push_interval_ms == 100
+        assert "org.apache.kafka.producer." in got.requested_metrics
         assert pushed.error_code == Errors.NONE
         assert pushed.throttle_time_ms > 0  # the 1 B/s quota set on replica a throttles on replica b
         async with httpx.AsyncClient(base_url=b.http_url, headers=ADMIN) as http:

@@ -1,4 +1,5 @@
-"""Authentication: bearer tokens, trusted proxies, and that no header lets a client pick its principal."""
+"""Authentication: bearer tokens, trusted proxies (F7), required authentication (F8), and that no header
+lets a client pick its principal."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ingest.security import (
     forwarded_address,
     forwarded_client_subject,
     load_tokens,
-    parse_networks,
+    parse_proxy_addresses,
 )
 
 SECRET = "s3cr3t-4f1c"
@@ -75,8 +76,9 @@ def test_bearer_without_a_token_is_an_authentication_error() -> None:
             "CN=producer-7,O=Acme",
         ),
         ("Hash=ab12;Subject=CN=solo", "CN=solo"),
-        ('Subject="CN=first";Hash=1,Subject="CN=second";Hash=2', "CN=first"),  # the edge proxy's element
-        ('Subject="CN=a \\"quoted\\" name,O=x"', 'CN=a "quoted" name,O=x'),
+        # the last element is the one the trusted proxy wrote; a client can only add elements before it
+        ('Subject="CN=ops-admin";Hash=1,Subject="CN=second";Hash=2', "CN=second"),
+        ('Subject="CN=a \\"quoted\\" name,O=x"', 'CN=a \\"quoted\\" name,O=x'),  # Envoy quotes verbatim
         ("Hash=ab12;URI=spiffe://app", None),
         ("", None),
     ],
@@ -85,7 +87,26 @@ def test_the_client_subject_of_an_envoy_xfcc_header(xfcc: str, subject: str | No
     assert forwarded_client_subject(xfcc) == subject
 
 
-PROXIES = parse_networks(["10.0.0.0/8", "fd00::/8"])
+@pytest.mark.parametrize(
+    ("xfcc", "subject"),
+    [
+        ('Subject="O=Acme\\,CN=ops-admin"', "O=Acme\\,CN\\=ops-admin"),  # one attribute, not two
+        ('Subject="CN=producer-7, O=Acme"', "CN=producer-7,O=Acme"),
+        ('Subject="emailAddress=a@b.c,CN=x"', "1.2.840.113549.1.9.1=#16056140622e63,CN=x"),
+    ],
+)
+def test_F7_F11_a_forwarded_subject_is_read_into_kafka_s_form_without_folding_escapes(
+    xfcc: str, subject: str
+) -> None:
+    assert forwarded_client_subject(xfcc) == subject
+
+
+def test_F7_a_forwarded_subject_that_is_not_a_name_is_an_authentication_error() -> None:
+    with pytest.raises(AuthenticationError, match="the Subject is not a distinguished name"):
+        forwarded_client_subject('Subject="nonsense"')
+
+
+PROXIES = parse_proxy_addresses(["10.1.1.1", "10.9.9.9", "fd00::1"])
 
 
 @pytest.mark.parametrize(
@@ -110,7 +131,7 @@ FORWARDED = {
 
 
 def test_forwarded_identity_is_ignored_from_an_untrusted_peer() -> None:
-    authenticator = Authenticator(trusted_proxies=["10.0.0.0/8"])
+    authenticator = Authenticator(trusted_proxies=["10.2.3.4"])
     assert authenticator.authenticate(FORWARDED, "192.0.2.5", 5000, ANONYMOUS) == (
         ANONYMOUS,
         "192.0.2.5",
@@ -124,7 +145,7 @@ def test_forwarded_identity_is_ignored_from_an_untrusted_peer() -> None:
 
 
 def test_a_trusted_proxy_forwards_the_principal_and_address_but_not_its_own_certificate() -> None:
-    authenticator = Authenticator(trusted_proxies=["10.0.0.0/8"])
+    authenticator = Authenticator(trusted_proxies=["10.2.3.4/32"])
     assert authenticator.authenticate(FORWARDED, "10.2.3.4", 443, "User:CN=envoy") == (
         "User:CN=producer-7",
         "203.0.113.7",
@@ -132,8 +153,56 @@ def test_a_trusted_proxy_forwards_the_principal_and_address_but_not_its_own_cert
     )
     # a proxied client without a certificate is anonymous, not the proxy
     assert authenticator.authenticate({}, "10.2.3.4", 443, "User:CN=envoy") == (ANONYMOUS, "10.2.3.4", 443)
-    # an IPv4 peer seen through a dual-stack socket is still inside the IPv4 CIDR
-    assert authenticator.is_trusted_proxy("0:0:0:0:0:ffff:a02:304")
+    # an IPv4 peer seen through a dual-stack socket is still that address
+    assert authenticator.is_trusted_proxy("0:0:0:0:0:ffff:a02:304", ANONYMOUS)
+
+
+@pytest.mark.parametrize("network", ["10.0.0.0/8", "127.0.0.0/8", "fd00::/8", "10.1.2.0/31"])
+def test_F7_a_trusted_proxy_is_one_address_never_a_network(network: str) -> None:
+    with pytest.raises(ValueError, match=r"is a network of \d+ addresses: list each proxy.s own address"):
+        Authenticator(trusted_proxies=[network])
+    assert [str(n) for n in parse_proxy_addresses(["127.0.0.1", "10.1.2.3/32", "::1/128"])] == [
+        "127.0.0.1/32",
+        "10.1.2.3/32",
+        "::1/128",
+    ]
+
+
+EDGE = "User:CN=edge-proxy,O=Acme"
+FORGED = {"x-forwarded-client-cert": 'Subject="CN=ops-admin"'}
+
+
+def test_F7_a_proxy_known_by_its_certificate_is_believed_and_any_other_peer_is_not() -> None:
+    authenticator = Authenticator(trusted_proxy_principals=[EDGE])
+    assert authenticator.authenticate(FORGED, "10.9.9.9", 1, EDGE)[0] == "User:CN=ops-admin"
+    # another pod with a valid certificate of the same CA, or none, in the same network
+    assert authenticator.authenticate(FORGED, "10.9.9.9", 1, "User:CN=some-app")[0] == "User:CN=some-app"
+    assert authenticator.authenticate(FORGED, "10.9.9.9", 1, ANONYMOUS)[0] == ANONYMOUS
+
+
+def test_F7_with_both_settings_a_proxy_must_match_its_address_and_its_certificate() -> None:
+    authenticator = Authenticator(trusted_proxies=["127.0.0.1"], trusted_proxy_principals=[EDGE])
+    assert authenticator.authenticate(FORGED, "127.0.0.1", 1, EDGE)[0] == "User:CN=ops-admin"
+    assert authenticator.authenticate(FORGED, "10.9.9.9", 1, EDGE)[0] == EDGE
+    assert authenticator.authenticate(FORGED, "127.0.0.1", 1, ANONYMOUS)[0] == ANONYMOUS
+
+
+def test_F8_required_authentication_refuses_anonymous_requests_and_connections(tmp_path: Path) -> None:
+    authenticator = Authenticator(tokens_file(tmp_path), require_authentication=True)
+    with pytest.raises(AuthenticationError, match="authentication is required"):
+        authenticator.authenticate({}, "192.0.2.5", 1, ANONYMOUS)
+    assert authenticator.authenticate({}, "192.0.2.5", 1, "User:CN=me")[0] == "User:CN=me"
+    headers = {"authorization": f"Bearer {SECRET}"}
+    assert authenticator.authenticate(headers, "192.0.2.5", 1, ANONYMOUS)[0] == "User:alice"
+    # a trusted proxy forwarding no certificate does not make its client someone
+    proxied = Authenticator(trusted_proxies=["127.0.0.1"], require_authentication=True)
+    with pytest.raises(AuthenticationError):
+        proxied.authenticate({}, "127.0.0.1", 1, ANONYMOUS)
+    with pytest.raises(AuthenticationError, match="no client certificate"):
+        authenticator.connection_principal(ANONYMOUS)
+    assert authenticator.connection_principal("User:CN=me") == "User:CN=me"
+    assert Authenticator().connection_principal(ANONYMOUS) == ANONYMOUS  # the default: not required
+    assert Authenticator().authenticate({}, None, None, ANONYMOUS)[0] == ANONYMOUS
 
 
 def test_a_known_token_names_the_principal_and_wins_over_the_certificate(tmp_path: Path) -> None:

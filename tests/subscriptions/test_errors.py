@@ -14,6 +14,7 @@ def test_A_1_error_codes_are_kafkas() -> None:
         "CLUSTER_AUTHORIZATION_FAILED": 31,
         "UNSUPPORTED_VERSION": 35,
         "INVALID_CONFIG": 40,
+        "NOT_CONTROLLER": 41,
         "INVALID_REQUEST": 42,
         "UNSUPPORTED_COMPRESSION_TYPE": 76,
         "INVALID_RECORD": 87,

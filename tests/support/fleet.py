@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
@@ -137,8 +137,12 @@ def sdk_pushes(collections: int = 3, instance: int = 10) -> list[TelemetryPush]:
     return out
 
 
-async def _land(pushes: Sequence[TelemetryPush], table_uri: str, writer_id: str) -> None:
-    exporter = DeltaLandingExporter(table_uri, writer_id=writer_id, max_batch_latency_ms=0)
+async def _land(
+    pushes: Sequence[TelemetryPush], table_uri: str, writer_id: str, storage_options: Mapping[str, str] | None
+) -> None:
+    exporter = DeltaLandingExporter(
+        table_uri, writer_id=writer_id, max_batch_latency_ms=0, storage_options=storage_options
+    )
     await exporter.start()
     try:
         results = await asyncio.gather(*(exporter.export(p) for p in pushes))
@@ -147,9 +151,16 @@ async def _land(pushes: Sequence[TelemetryPush], table_uri: str, writer_id: str)
     assert set(results) <= {ExportResult.SUCCESS}
 
 
-def land(pushes: Sequence[TelemetryPush], data_root: str, replica: str = "r1") -> None:
+def land(
+    pushes: Sequence[TelemetryPush],
+    data_root: str,
+    replica: str = "r1",
+    storage_options: Mapping[str, str] | None = None,
+) -> None:
     """Land the pushes in ``<data_root>/telemetry_pushes/<replica>`` with the real exporter."""
-    asyncio.run(_land(pushes, f"{data_root}/telemetry_pushes/{replica}", f"writer-{replica}"))
+    asyncio.run(
+        _land(pushes, f"{data_root}/telemetry_pushes/{replica}", f"writer-{replica}", storage_options)
+    )
 
 
 def land_quota_samples(

@@ -45,7 +45,7 @@ class Running:
 
 @contextmanager
 def running_sink(
-    workdir: Path, data_root: Path, replica: str = "sink-test", extra: str = ""
+    workdir: Path, data_root: Path | str, replica: str = "sink-test", extra: str = ""
 ) -> Iterator[Running]:
     """Start a sink with ``BASE_CONFIG`` plus ``extra`` YAML; kill it if the test leaves it running."""
     workdir.mkdir(parents=True, exist_ok=True)

@@ -67,6 +67,15 @@ app.kubernetes.io/component: frontend
 {{- if and (eq .Values.storage.type "pvc") (not (has "ReadWriteMany" .Values.storage.pvc.accessModes)) }}true{{ end }}
 {{- end }}
 
+{{/* The pod's terminationGracePeriodSeconds: the preStop pause, then the sink's shutdown budget
+(server.shutdown_grace_s + server.shutdown_flush_s, ingest.server.shutdown_budget_s), and a margin to
+exit, rounded up to whole seconds. */}}
+{{- define "telemetry-sink.terminationGracePeriodSeconds" -}}
+{{- with .Values.sink }}
+{{- addf .preStopSleepSeconds .shutdownGraceSeconds .shutdownFlushSeconds .terminationGraceMarginSeconds | ceil | int64 }}
+{{- end }}
+{{- end }}
+
 {{/* Refuse values that contradict each other (rendering fails with the reason). */}}
 {{- define "telemetry-sink.validate" -}}
 {{- if and (eq .Values.storage.type "objectStore") (not .Values.storage.objectStore.uri) }}
@@ -77,6 +86,15 @@ app.kubernetes.io/component: frontend
 {{- end }}
 {{- if and .Values.tls.clientAuth (not .Values.tls.enabled) }}
 {{- fail "tls.clientAuth needs tls.enabled" }}
+{{- end }}
+{{- if and .Values.auth.existingSecret (not .Values.tls.enabled) }}
+{{- fail "auth.existingSecret: bearer tokens need tls.enabled (without TLS they cross the network in clear)" }}
+{{- end }}
+{{- if and .Values.sink.trustedProxyPrincipals (not .Values.tls.clientAuth) }}
+{{- fail "sink.trustedProxyPrincipals needs tls.clientAuth: a proxy is known by its client certificate" }}
+{{- end }}
+{{- if and .Values.sink.requireAuthentication .Values.kafkaListener.enabled (not .Values.tls.clientAuth) }}
+{{- fail "sink.requireAuthentication with the Kafka listener needs tls.clientAuth: the Kafka port has no SASL, its clients authenticate with certificates" }}
 {{- end }}
 {{- if and .Values.serviceMonitor.enabled .Values.tls.clientAuth (not .Values.serviceMonitor.clientCertSecret) }}
 {{- fail "serviceMonitor with tls.clientAuth: set serviceMonitor.clientCertSecret to Prometheus's client certificate Secret" }}

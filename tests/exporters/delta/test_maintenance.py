@@ -1,18 +1,31 @@
-"""Compaction, checkpoints and vacuum, also while the sink writes."""
+"""Compaction, checkpoints and vacuum, also while the sink writes; the retention floor (F12)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import threading
+import time
 from pathlib import Path
 
+import helm_python as helm
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import AddAction
 
 from exporters import DeltaLandingExporter, ExportResult, maintain
+from exporters.delta.maintenance import MIN_RETENTION_HOURS, RetentionTooShortError
+from telemetry_sink.cli import main
 from tests.support.otlp import push
 
 pytestmark = pytest.mark.integration
+
+CHART = Path(__file__).resolve().parents[3] / "helm" / "telemetry-sink"
+SCHEMA = pa.schema([("x", pa.int64())])
+HOUR_S = 3600
 
 
 async def _land(table: Path, count: int, writer_id: str = "w") -> None:
@@ -23,14 +36,37 @@ async def _land(table: Path, count: int, writer_id: str = "w") -> None:
     await exporter.shutdown()
 
 
-async def test_compaction_checkpoint_and_vacuum_keep_every_row(tmp_path: Path) -> None:
+def _age(path: Path, hours: float) -> None:
+    """Make a file ``hours`` old (the fake clock: vacuum reads the storage's modification time)."""
+    then = time.time() - hours * HOUR_S
+    os.utime(path, (then, then))
+
+
+def _table_with_a_file_in_flight(tmp_path: Path) -> tuple[Path, Path]:
+    """A table of one row, and a writer's parquet file written beside it but not committed yet."""
+    table = tmp_path / "t"
+    write_deltalake(str(table), pa.table({"x": [1]}, schema=SCHEMA))
+    in_flight = table / "part-in-flight.parquet"
+    pq.write_table(pa.table({"x": [2]}, schema=SCHEMA), in_flight)
+    return table, in_flight
+
+
+def _commit(table: Path, written: Path) -> None:
+    """The writer's commit of a file it wrote earlier, as delta-rs makes it."""
+    add = AddAction(
+        written.name, written.stat().st_size, {}, int(time.time() * 1000), True, '{"numRecords": 1}'
+    )
+    DeltaTable(str(table)).create_write_transaction([add], mode="append", schema=SCHEMA)
+
+
+async def test_compaction_and_checkpoint_keep_every_row_and_vacuum_keeps_recent_files(tmp_path: Path) -> None:
     table = tmp_path / "telemetry_pushes"
     await _land(table, 12)
     assert len(DeltaTable(str(table)).file_uris()) == 12
-    report = maintain(str(table), retention_hours=0)
+    report = maintain(str(table))
     assert (report.files_removed_by_compaction, report.files_added_by_compaction) == (12, 1)
     assert report.checkpoint_version == report.version_after
-    assert report.files_vacuumed == 12  # the compacted-away files, with zero retention
+    assert report.files_vacuumed == 0  # the compacted-away files were removed less than 168 hours ago
     after = DeltaTable(str(table))
     assert len(after.file_uris()) == 1
     assert sorted(after.to_pyarrow_table().column("push_id").to_pylist()) == sorted(
@@ -39,16 +75,58 @@ async def test_compaction_checkpoint_and_vacuum_keep_every_row(tmp_path: Path) -
     assert any(p.name.endswith(".checkpoint.parquet") for p in (table / "_delta_log").iterdir())
 
 
-async def test_default_retention_keeps_recent_files(tmp_path: Path) -> None:
-    table = tmp_path / "t"
-    await _land(table, 3)
-    report = maintain(str(table))
-    assert report.files_vacuumed == 0  # replaced files are younger than 168 hours
+def test_F12_vacuum_deletes_unreferenced_files_older_than_the_floor_only(tmp_path: Path) -> None:
+    table, young = _table_with_a_file_in_flight(tmp_path)
+    old = table / "part-of-a-commit-that-failed.parquet"
+    pq.write_table(pa.table({"x": [3]}, schema=SCHEMA), old)
+    _age(old, MIN_RETENTION_HOURS + 1)
+    _age(young, MIN_RETENTION_HOURS - 1)
+    report = maintain(str(table), compact=False)
+    assert report.files_vacuumed == 1
+    assert not old.exists()
+    assert young.exists()
 
 
-def test_negative_retention_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="retention_hours"):
-        maintain(str(tmp_path), retention_hours=-1)
+@pytest.mark.parametrize("hours", [-1, 0, 1, MIN_RETENTION_HOURS - 1])
+def test_F12_a_retention_under_the_floor_is_refused_before_the_table_is_touched(
+    tmp_path: Path, hours: int
+) -> None:
+    table, in_flight = _table_with_a_file_in_flight(tmp_path)
+    with pytest.raises(RetentionTooShortError, match=f"the minimum is {MIN_RETENTION_HOURS}"):
+        maintain(str(table), retention_hours=hours)
+    assert in_flight.exists()
+    assert DeltaTable(str(table)).version() == 0  # not even compacted
+
+
+def test_F12_a_file_written_but_not_committed_survives_maintain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The vacuum_inflight mechanism: a writer has written its file, maintain runs with a small
+    retention, then the writer commits. The command refuses, so the commit's file is still there."""
+    table, in_flight = _table_with_a_file_in_flight(tmp_path)
+    assert (
+        main(["maintain", "--data-root", str(tmp_path), "--table-uri", str(table), "--retention-hours", "0"])
+        == 2
+    )
+    assert f"the minimum is {MIN_RETENTION_HOURS}" in capsys.readouterr().err
+    assert in_flight.exists()
+    assert main(["maintain", "--data-root", str(tmp_path), "--table-uri", str(table)]) == 0  # the floor
+    report = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (report["table_uri"], report["files_vacuumed"]) == (str(table), 0)
+    _commit(table, in_flight)
+    assert sorted(DeltaTable(str(table)).to_pyarrow_table().column("x").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("hours", "accepted"), [(MIN_RETENTION_HOURS - 1, False), (MIN_RETENTION_HOURS, True)]
+)
+def test_F12_the_charts_schema_refuses_a_retention_under_the_floor(hours: int, accepted: bool) -> None:
+    with helm.Chart.load(str(CHART)) as chart:
+        if accepted:
+            chart.validate_schema({"maintain": {"retentionHours": hours}})
+            return
+        with pytest.raises(helm.HelmValuesError, match="at '/maintain/retentionHours'"):
+            chart.validate_schema({"maintain": {"retentionHours": hours}})
 
 
 async def test_maintenance_is_safe_while_the_sink_writes(tmp_path: Path) -> None:
@@ -58,8 +136,8 @@ async def test_maintenance_is_safe_while_the_sink_writes(tmp_path: Path) -> None
 
     def maintain_repeatedly() -> None:
         try:
-            for _ in range(3):  # a retention longer than any commit takes (see docs/exporters.md)
-                maintain(str(table), retention_hours=1)
+            for _ in range(3):
+                maintain(str(table))
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
