@@ -334,6 +334,12 @@ def test_F7_F8_trusted_proxies_and_required_authentication_reach_the_sink_config
     assert yaml.safe_load(sink_config({}))["security"]["require_authentication"] is False
 
 
+def test_the_landing_exporters_options_reach_the_sink(tmp_path: Path) -> None:
+    landing = {"commit_timeout_ms": 5000, "writer_lease_ms": 60000}
+    assert load_sink_config({"sink": {"landing": landing}}, tmp_path).exporter.options == landing
+    assert yaml.safe_load(sink_config({}))["exporter"]["options"] == {}
+
+
 def test_tls_and_tokens_come_from_existing_secrets(tmp_path: Path) -> None:
     values = _merge(VARIANTS["tls"], {"auth": {"existingSecret": "sink-tokens"}})
     pod = one(values, "Deployment")["spec"]["template"]["spec"]
