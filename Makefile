@@ -44,8 +44,10 @@ bench: setup
 	$(BIN)/python benchmarks/subscriptions/bench.py
 	$(BIN)/python benchmarks/quotas/bench.py
 	$(BIN)/python benchmarks/push_path/bench.py
+	$(BIN)/python benchmarks/push_path/forwarded.py
 	$(BIN)/python benchmarks/kafka_listener/bench.py
 	$(BIN)/python benchmarks/hostile/bench.py
+	$(BIN)/python benchmarks/durability/bench.py
 	$(BIN)/python benchmarks/rollup/bench.py
 	$(BIN)/python benchmarks/dashboard/bench.py
 

@@ -1,10 +1,12 @@
-"""A debugging exporter: one log line per push (who sent how much), nothing stored."""
+"""A debugging exporter: one log line per push (who sent how much, the client instance id in Kafka's
+form, as the Delta row holds it), nothing stored."""
 
 from __future__ import annotations
 
 import logging
 
 from exporters.base import Exporter, ExportResult, TelemetryPush
+from exporters.delta.schema import kafka_instance_id
 
 __all__ = ["LogExporter"]
 
@@ -26,7 +28,7 @@ class LogExporter(Exporter):
             self.level,
             "push %s instance=%s client_id=%s software=%s/%s from=%s:%s entity=%s bytes=%d terminating=%s",
             c.push_id,
-            c.client_instance_id,
+            kafka_instance_id(c.client_instance_id),
             c.client_id,
             c.client_software_name,
             c.client_software_version,

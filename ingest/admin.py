@@ -103,8 +103,7 @@ def instance_summary(instance: ClientInstance) -> dict[str, Any]:
     context = instance.context
     resolution = instance.resolution
     return {
-        "client_instance_id": str(instance.client_instance_id),
-        "client_instance_id_kafka": kafka_uuid_string(instance.client_instance_id),
+        "client_instance_id": kafka_uuid_string(instance.client_instance_id),
         "subscription_id": instance.subscription_id,
         "subscriptions": list(resolution.matched),
         "requested_metrics": list(resolution.requested_metrics),

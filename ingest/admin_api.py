@@ -12,13 +12,16 @@
 | ``POST /admin/v1/client-quotas/describe`` | DescribeClientQuotas: ``{"components": [...], "strict"}`` |
 | ``POST /admin/v1/client-quotas/alter`` | AlterClientQuotas: ``{"entries": [...], "validate_only"}`` |
 | ``GET /admin/v1/client-instances?limit=N`` | client instances this replica knows |
-| ``GET /admin/v1/client-instances/{id}`` | one of them (UUID or Kafka's base64 form) |
+| ``GET /admin/v1/client-instances/{id}`` | one of them (Kafka's base64 form or a hex UUID) |
 | ``GET /admin/v1/config-log?since=OFFSET`` | the config log's changes after an offset |
 
 Changes take ``?validate_only=true``. Entities and filters have the shape of Kafka's requests:
 ``{"entity_type": "user" | "client-id" | "ip", "entity_name": <name, or null for the default>}``;
 filter components ``{"entity_type", "match_type": 0 exact | 1 default | 2 any, "match"}``; quota
 operations ``{"key", "value"}`` (``"remove": true`` or a null value removes the key).
+
+Client instance ids are answered in Kafka's form (``Uuid.toString()``: 22 characters of base64url,
+as Kafka's tools and client logs show them) and accepted in that form or as a hex UUID.
 
 Answers are JSON with ``error_code``, ``error`` (the Kafka error name) and ``message``, plus
 ``throttle_time_ms`` on changes (with ``Retry-After`` when positive). The HTTP status follows
@@ -51,7 +54,7 @@ from ingest.errors import admin_http_status, retry_after_seconds
 from ingest.http_app import small_json
 from ingest.identity import ANONYMOUS, parse_instance_id
 from ingest.quotas import DEFAULT, ClientQuotaEntity
-from subscriptions import AdminResult, ClientContext, Errors
+from subscriptions import AdminResult, ClientContext, Errors, kafka_uuid_string
 from subscriptions.model import PropertyValue
 
 __all__ = ["ADMIN_PREFIX", "admin_routes"]
@@ -283,7 +286,7 @@ def admin_routes(
         assert instance_id is not None
         result = admin.describe_instance(client, instance_id)
         if result.error is Errors.NONE and result.value is None:
-            message = f"no client instance {instance_id} on this replica"
+            message = f"no client instance {kafka_uuid_string(instance_id)} on this replica"
             body = {"error_code": int(Errors.INVALID_REQUEST), "error": "INVALID_REQUEST", "message": message}
             return web.json_response(body, status=404)
         return _result(client, result, instance=result.value)

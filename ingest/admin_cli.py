@@ -304,7 +304,11 @@ def _add_instances(resources: argparse._SubParsersAction[argparse.ArgumentParser
     )
     listing.set_defaults(admin_call=_list_instances)
     describe = actions.add_parser("describe", help="one client instance")
-    describe.add_argument("instance_id", metavar="ID", help="a UUID or Kafka's 22-character base64 form")
+    describe.add_argument(
+        "instance_id",
+        metavar="ID",
+        help="Kafka's 22-character form (as listed; put -- before one starting with -) or a hex UUID",
+    )
     describe.set_defaults(admin_call=_describe_instance)
 
 

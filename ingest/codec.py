@@ -19,6 +19,10 @@ the rest (so a payload of many tiny frames costs at most three times its size pl
 frame, not the size times the frames). Codecs: 0 none, 1 gzip (every member), 2 snappy (a raw block
 as librdkafka sends it, or the xerial framing of Kafka's Java client, block by block), 3 lz4
 (frames), 4 zstd (frames).
+
+``sniff_compression(body)`` names the codec whose magic bytes start a body that came without one:
+raw forwarders (the PoC broker plugins of Kafka 3.7, whose brokers do not decompress) post a
+client's compressed payload as is. A raw snappy block (librdkafka's) has no magic and is not sniffed.
 """
 
 from __future__ import annotations
@@ -46,10 +50,17 @@ __all__ = [
     "PayloadTooLargeError",
     "decompress",
     "parse_metrics_data",
+    "sniff_compression",
 ]
 
 DEFAULT_MAX_DECOMPRESSED_BYTES: Final = 20 * 1024 * 1024  # the OTel Collector's default
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+_MAGIC: Final = (
+    (b"\x1f\x8b", CompressionType.GZIP),  # RFC 1952 member header
+    (b"\x28\xb5\x2f\xfd", CompressionType.ZSTD),  # zstd frame magic 0xFD2FB528, little-endian
+    (b"\x04\x22\x4d\x18", CompressionType.LZ4),  # lz4 frame magic 0x184D2204, little-endian
+    (_XERIAL_MAGIC, CompressionType.SNAPPY),  # Kafka's Java client (what _unsnappy reads as xerial)
+)
 _CHUNK: Final = 1 << 20
 _FIRST_FEED: Final = 256
 """The first chunk fed to a frame's decoder: about the header and a small frame (each next one doubles)."""
@@ -79,6 +90,15 @@ def parse_metrics_data(payload: bytes) -> MetricsData:
         return MetricsData.FromString(payload)
     except (DecodeError, RuntimeWarning, ValueError) as exc:
         raise InvalidPayloadError(f"the payload is not OTLP MetricsData: {exc}") from exc
+
+
+def sniff_compression(body: bytes) -> CompressionType | None:
+    """The Kafka compression type whose magic bytes start ``body`` (gzip, zstd, lz4 frame or xerial
+    snappy), or None: uncompressed, raw snappy, or not compressed data at all."""
+    for magic, kind in _MAGIC:
+        if body.startswith(magic):
+            return kind
+    return None
 
 
 def decompress(

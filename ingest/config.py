@@ -32,6 +32,7 @@ server:
   grpc_max_connection_age_ms: null
   grpc_max_connection_age_grace_ms: null
   grpc_max_receive_message_bytes: 4194304  # one gRPC message, buffered before its handler (4 MiB)
+  otlp_tolerant_intake: false   # take raw forwarders' OTLP: compressed without Content-Encoding, zero-padded
 limits:                         # what one request may hold (ingest.limits; every key and default there)
   max_data_points: 100000
 kafka_listener:                 # the Kafka wire-protocol listener (ingest.kafka)
@@ -52,6 +53,7 @@ security:
   trusted_proxy_principals: []  # principals of the proxies' mTLS certificates ("User:CN=edge-proxy")
   require_authentication: false # refuse User:ANONYMOUS on every port (the Kafka port then needs mTLS)
   super_users: []               # principals with every admin right (Kafka's super.users; "User:a;User:b")
+  trusted_forwarders: []        # senders whose OTLP labels may name their clients' principals
 client_metrics:                 # Kafka's keys (subscriptions.config)
   telemetry.max.bytes: 1048576
 quotas:                         # Kafka's keys (ingest.quotas.config)
@@ -208,6 +210,9 @@ class ServerConfig:
     grpc_max_connection_age_ms: int | None = None
     grpc_max_connection_age_grace_ms: int | None = None
     grpc_max_receive_message_bytes: int = DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES
+    otlp_tolerant_intake: bool = False
+    """An OTLP protobuf body that does not parse is retried decompressed (by its magic bytes) and
+    without trailing zero bytes, each repair counted (docs/ingest.md "Raw forwarders")."""
 
     def grpc_options(self) -> list[tuple[str, int]]:
         """The gRPC server's connection limits as channel arguments; ValueError for a bad value."""
@@ -268,6 +273,9 @@ class ServerConfig:
             problems.append(
                 f"server.max_hold_delay_ms must be an integer >= 0, got {self.max_hold_delay_ms!r}"
             )
+        tolerant: object = self.otlp_tolerant_intake  # as loaded: any YAML value
+        if not isinstance(tolerant, bool):
+            problems.append(f"server.otlp_tolerant_intake must be true or false, got {tolerant!r}")
         return problems
 
 
@@ -352,6 +360,7 @@ class SecurityConfig:
     super_users: tuple[str, ...] = ()
     trusted_proxy_principals: tuple[str, ...] = ()
     require_authentication: bool = False
+    trusted_forwarders: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, section: Mapping[str, Any]) -> tuple[SecurityConfig, list[str]]:
@@ -363,6 +372,7 @@ class SecurityConfig:
             ("trusted_proxies", ","),
             ("super_users", ";"),
             ("trusted_proxy_principals", ";"),
+            ("trusted_forwarders", ";"),
         ):
             value = section.get(key) or ()
             if isinstance(value, str):
@@ -385,6 +395,7 @@ class SecurityConfig:
             lists["super_users"],
             lists["trusted_proxy_principals"],
             required,
+            lists["trusted_forwarders"],
         ), problems
 
     def validate(self, server: ServerConfig, kafka_port: int | None) -> list[str]:
@@ -402,7 +413,7 @@ class SecurityConfig:
                 problems.append(f"security.trusted_proxies: {exc}")
         problems += [
             f"security.{key}: {user!r} is not a principal like User:alice"
-            for key in ("super_users", "trusted_proxy_principals")
+            for key in ("super_users", "trusted_proxy_principals", "trusted_forwarders")
             for user in getattr(self, key)
             if not is_principal(user)
         ]
@@ -432,6 +443,7 @@ class SecurityConfig:
             self.trusted_proxies,
             trusted_proxy_principals=self.trusted_proxy_principals,
             require_authentication=self.require_authentication,
+            trusted_forwarders=self.trusted_forwarders,
         )
 
 

@@ -5,8 +5,11 @@ run in another process):
 
 - ``decode_push``: a KIP-714 push's payload decompressed, scanned (``otlp_scan``) and parsed, all or
   nothing: the ``MetricsData`` bytes that land;
-- ``decode_export``: an OTLP protobuf export decompressed, scanned, parsed and stripped of its invalid
-  points (``otlp_points``): a ``DecodedExport``;
+- ``decode_export``: an OTLP protobuf export decompressed, scanned, parsed, stripped of its invalid
+  points (``otlp_points``) and split by the client each part belongs to (``attribution``): a
+  ``DecodedExport``;
+- ``decode_export_tolerant``: ``decode_export``, repairing what raw forwarders send (a compressed body
+  without ``Content-Encoding``, trailing zero bytes), for ``server.otlp_tolerant_intake``;
 - ``decode_json_export``: the same for an OTLP JSON body, converted within the limits (``otlp_json``).
 
 Each raises a ``codec.PayloadError`` carrying the Kafka code to answer.
@@ -29,16 +32,27 @@ import asyncio
 import logging
 import multiprocessing
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
-from ingest.codec import PayloadTooLargeError, decompress, parse_metrics_data
+from ingest.attribution import ClientGroup, split_by_client
+from ingest.codec import (
+    InvalidPayloadError,
+    PayloadTooLargeError,
+    decompress,
+    parse_metrics_data,
+    sniff_compression,
+)
 from ingest.limits import RequestLimits
 from ingest.otlp_json import otlp_json_to_protobuf
 from ingest.otlp_points import Rejected, drop_invalid_points
-from ingest.otlp_scan import StructureLimitError, scan_metrics
+from ingest.otlp_scan import StructureLimitError, scan_metrics, strip_zero_padding
+from subscriptions import CompressionType
+
+if TYPE_CHECKING:
+    from ingest.metrics import Repair
 
 __all__ = [
     "DEFAULT_DECODE_PROCESSES",
@@ -62,14 +76,14 @@ Decode = Callable[[bytes, int, int, RequestLimits], _Decoded]
 
 
 class DecodedExport(NamedTuple):
-    """A decoded OTLP export: the ``MetricsData`` bytes that land (its valid part), whether anything
-    is left to land, the first resource's string attributes (for its client instance) and what was
-    refused."""
+    """A decoded OTLP export: its valid part, one ``ClientGroup`` per client it carries
+    (``attribution``), whether anything is left to land, and what was refused."""
 
-    payload: bytes
+    groups: tuple[ClientGroup, ...]
     has_metrics: bool
-    resource_attributes: Mapping[str, str]
     rejected: Rejected
+    repairs: tuple[Repair, ...] = ()
+    """What ``decode_export_tolerant`` repaired to read it."""
 
 
 class DecoderUnavailableError(Exception):
@@ -87,6 +101,32 @@ def decode_push(data: bytes, compression_type: int, max_bytes: int, limits: Requ
 def decode_export(body: bytes, compression_type: int, max_bytes: int, limits: RequestLimits) -> DecodedExport:
     """An OTLP export decompressed, within ``limits``, parsed, and stripped of its invalid points."""
     return _valid_export(_decompress(body, compression_type, max_bytes, limits), limits)
+
+
+def decode_export_tolerant(
+    body: bytes, compression_type: int, max_bytes: int, limits: RequestLimits
+) -> DecodedExport:
+    """``decode_export``, and for a body sent as uncompressed protobuf that is not OTLP, what raw
+    forwarders send (``server.otlp_tolerant_intake``): a client's compressed push, known by its magic
+    bytes (``codec.sniff_compression``), decompressed within the same caps; and trailing zero bytes
+    after the last message (``otlp_scan.strip_zero_padding``). The repairs made are in the result."""
+    try:
+        return decode_export(body, compression_type, max_bytes, limits)
+    except InvalidPayloadError:
+        if compression_type != CompressionType.NONE:
+            raise
+        repairs: list[Repair] = []
+        sniffed = sniff_compression(body)
+        if sniffed is not None:
+            body = _decompress(body, sniffed, max_bytes, limits)
+            repairs.append("decompressed_unlabelled")
+        stripped = strip_zero_padding(body, max_resource_metrics=limits.max_resource_metrics)
+        if stripped is not None:
+            body = stripped
+            repairs.append("zero_padding")
+        if not repairs:
+            raise
+    return _valid_export(body, limits)._replace(repairs=tuple(repairs))
 
 
 def decode_json_export(
@@ -107,18 +147,8 @@ def _valid_export(payload: bytes, limits: RequestLimits) -> DecodedExport:
     rejected = drop_invalid_points(data)
     if rejected:
         payload = data.SerializeToString()  # what lands is the valid part only
-    resources = data.resource_metrics
-    attributes = (
-        {
-            a.key: a.value.string_value
-            for a in resources[0].resource.attributes
-            if a.value.HasField("string_value")
-        }
-        if resources
-        else {}
-    )
-    has_metrics = any(s.metrics for r in resources for s in r.scope_metrics)
-    return DecodedExport(payload, has_metrics, attributes, rejected)
+    has_metrics = any(s.metrics for r in data.resource_metrics for s in r.scope_metrics)
+    return DecodedExport(tuple(split_by_client(data, payload)), has_metrics, rejected)
 
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}

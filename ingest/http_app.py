@@ -4,7 +4,7 @@ aiohttp is the server because it is asyncio-native (it shares the event loop wit
 the pipeline, quotas and exporter are called from one thread), mature and widely used, and serves
 HTTP/1.1 with TLS and client certificates from a plain ``ssl.SSLContext``.
 
-- ``POST /v1/kip714/get-telemetry-subscriptions``: JSON ``{"client_instance_id": <uuid or null>}``
+- ``POST /v1/kip714/get-telemetry-subscriptions``: JSON ``{"client_instance_id": <id or null>}``
   (or no body); answers JSON with every GetTelemetrySubscriptions response field.
 - ``POST /v1/kip714/push-telemetry``: JSON ``{"client_instance_id", "subscription_id", "terminating",
   "compression_type", "metrics": <base64>}``, or the raw ``metrics`` bytes
@@ -22,15 +22,15 @@ HTTP/1.1 with TLS and client certificates from a plain ``ssl.SSLContext``.
 Kafka's error codes travel in the JSON answers with HTTP 200 (``error`` names them); a throttle also
 comes as ``Retry-After`` in whole seconds (PD-7). A request that cannot be read at all is answered
 400 with a JSON body carrying INVALID_REQUEST (413 and TELEMETRY_TOO_LARGE for a body over the
-limit), never a 500. Instance ids are
-accepted as a UUID (with or without dashes) or in Kafka's 22-character base64 form, and answered as a
-UUID. Who is asking comes from ``identity`` with the pipeline's ``Authenticator``; other handlers
-(the admin API) get it the same way with ``request_client(request)``, whose ``AuthenticationError``
-(an unknown bearer token) this app's middleware answers 401 with ``WWW-Authenticate: Bearer`` and a
-JSON body (a ``google.rpc.Status`` UNAUTHENTICATED on ``/v1/metrics``), and its ``ClientTextError``
-(a client id, software name or version that is not valid text or is over its ``limits:``) 400 with
-INVALID_REQUEST naming the header (a ``google.rpc.Status`` INVALID_ARGUMENT on ``/v1/metrics``). Every
-RPC is counted and timed (``metrics.RequestMetrics``, transport ``http``).
+limit), never a 500. Instance ids are answered in Kafka's form (``Uuid.toString()``: 22 characters
+of base64url, no padding) and accepted in that form or as a hex UUID (dashes optional). Who is asking
+comes from ``identity`` with the pipeline's ``Authenticator``; other handlers (the admin API) get it
+the same way with ``request_client(request)``, whose ``AuthenticationError`` (an unknown bearer token)
+this app's middleware answers 401 with ``WWW-Authenticate: Bearer`` and a JSON body (a
+``google.rpc.Status`` UNAUTHENTICATED on ``/v1/metrics``), and its ``ClientTextError`` (a client id,
+software name or version that is not valid text or is over its ``limits:``) 400 with INVALID_REQUEST
+naming the header (a ``google.rpc.Status`` INVALID_ARGUMENT on ``/v1/metrics``). Every RPC is counted
+and timed (``metrics.RequestMetrics``, transport ``http``).
 """
 
 from __future__ import annotations
@@ -243,8 +243,7 @@ def create_http_app(
         )
         fields = r._asdict()
         throttle_ms, error_code = fields.pop("throttle_time_ms"), fields.pop("error_code")
-        fields["client_instance_id"] = str(r.client_instance_id)
-        fields["client_instance_id_kafka"] = kafka_uuid_string(r.client_instance_id)
+        fields["client_instance_id"] = kafka_uuid_string(r.client_instance_id)
         return _answer(throttle_ms, error_code, **fields)
 
     async def push(request: web.Request) -> web.Response:

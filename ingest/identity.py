@@ -23,11 +23,13 @@
   or a batch of the exporter, so it can only fail itself.
 - Source address and port: the connection's peer (or what a trusted proxy forwards), the address
   written as Java writes it (TEL-6).
-- The client instance of an OTLP push (which has no GetTelemetrySubscriptions to assign one), in
-  order: the ``x-kafka-client-instance-id`` header; the resource attribute ``client_instance_id`` of
-  the first resource; else a stable UUID derived (UUIDv5) from the principal, client id, source address
-  and the resource's ``service.name`` and ``service.instance.id``. Ids are written as UUIDs or in
-  Kafka's 22-character base64 form.
+- The client of an OTLP push, per client its export carries (``attribution``: forwarders name the
+  clients whose telemetry they forward in resource labels), by ``forwarded_client``: the request's
+  client headers first, then the client's labels; a principal from the labels only when the sender
+  is one of ``security.trusted_forwarders`` (else it is ignored, and counted). Its client instance,
+  in order: the ``x-kafka-client-instance-id`` header; the labels' instance id; else a stable UUID
+  derived (UUIDv5) from the principal, client id, source address and the resource's ``service.name``
+  and ``service.instance.id``. Ids are read as UUIDs or in Kafka's 22-character base64 form.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Final
 
+from ingest.attribution import Labels
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.principals import ANONYMOUS, certificate_principal, pem_certificate_principal
 from ingest.security import Authenticator
@@ -49,13 +52,13 @@ from subscriptions import ClientContext
 __all__ = [
     "ANONYMOUS",
     "CLIENT_ID_HEADER",
-    "INSTANCE_ID_ATTRIBUTE",
     "INSTANCE_ID_HEADER",
     "OPEN",
     "SOFTWARE_NAME_HEADER",
     "SOFTWARE_VERSION_HEADER",
     "ClientTextError",
     "check_client_text",
+    "forwarded_client",
     "grpc_client_context",
     "http_client_context",
     "java_host_address",
@@ -71,7 +74,8 @@ CLIENT_ID_HEADER: Final = "x-kafka-client-id"
 SOFTWARE_NAME_HEADER: Final = "x-kafka-client-software-name"
 SOFTWARE_VERSION_HEADER: Final = "x-kafka-client-software-version"
 INSTANCE_ID_HEADER: Final = "x-kafka-client-instance-id"
-INSTANCE_ID_ATTRIBUTE: Final = "client_instance_id"
+UNKNOWN_SOFTWARE: Final = "unknown"
+"""The software name and version of a client that sent none (as a Kafka broker records it)."""
 _OTLP_INSTANCE_NAMESPACE: Final = uuid.UUID("6f0c1f5e-2b1d-5c43-9a57-7d3e1b0a9c14")
 _NOT_TEXT: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 """Control characters (C0, DEL, C1) and lone surrogates (invalid UTF-8 decoded with
@@ -138,7 +142,7 @@ def principal_from_auth_context(auth_context: Mapping[str, Iterable[bytes]]) -> 
 
 
 def _header_text(
-    headers: Mapping[str, str], header: str, max_chars: int, default: str | None = "unknown"
+    headers: Mapping[str, str], header: str, max_chars: int, default: str | None = UNKNOWN_SOFTWARE
 ) -> str | None:
     """A header's checked text, or ``default`` (ours, not the client's: never checked) without one."""
     value = headers.get(header)
@@ -217,25 +221,76 @@ def parse_instance_id(value: str | None) -> uuid.UUID | None:
         raise ValueError(f"client_instance_id {value[:64]!r} is not a UUID") from None
 
 
-def otlp_instance_id(
-    header: str | None, resource_attributes: Mapping[str, str], client: ClientContext
-) -> uuid.UUID:
-    """The client instance of an OTLP push (see the module docstring); ValueError for a bad header."""
+def forwarded_client(
+    client: ClientContext, labels: Labels, *, trusted_forwarder: bool, limits: RequestLimits = DEFAULT_LIMITS
+) -> tuple[ClientContext, bool]:
+    """The client whose telemetry ``labels`` describe (``attribution``), as forwarded by ``client``
+    (the request's sender), and whether a principal the labels asserted was ignored (the sender is
+    not a trusted forwarder). The request's own client headers come first, then the labels; a label
+    principal is believed only from a trusted forwarder (a bare name, as KIP-714's ``principal``
+    label is often written, is a ``User:``). ClientTextError for label text no row can hold."""
+    principal, ignored = client.principal, False
+    if labels.principal:
+        if trusted_forwarder:
+            asserted = labels.principal if ":" in labels.principal else f"User:{labels.principal}"
+            principal = check_client_text("principal", asserted)
+        else:
+            ignored = True
+    software_name, software_version = client.client_software_name, client.client_software_version
+    if software_name in (None, UNKNOWN_SOFTWARE) and labels.client_software_name:
+        software_name = check_client_text(
+            "client_software_name", labels.client_software_name, limits.max_software_chars
+        )
+    if software_version in (None, UNKNOWN_SOFTWARE) and labels.client_software_version:
+        software_version = check_client_text(
+            "client_software_version", labels.client_software_version, limits.max_software_chars
+        )
+    client_id = client.client_id
+    if client_id is None and labels.client_id is not None:
+        client_id = check_client_text("client_id", labels.client_id, limits.max_client_id_chars)
+    address, port = client.client_source_address, client.client_source_port
+    if labels.client_source_address:
+        address = check_client_text(
+            "client_source_address", labels.client_source_address, limits.max_software_chars
+        )
+        port = _port(labels.client_source_port)
+    forwarded = client._replace(
+        client_id=client_id,
+        client_software_name=software_name,
+        client_software_version=software_version,
+        client_source_address=address,
+        client_source_port=port,
+        principal=principal,
+    )
+    return forwarded, ignored
+
+
+def _port(text: str | None) -> int | None:
+    """A label's port, if it is one."""
+    if text is None or not text.isdigit():
+        return None
+    port = int(text)
+    return port if port <= 65535 else None
+
+
+def otlp_instance_id(header: str | None, labels: Labels, client: ClientContext) -> uuid.UUID:
+    """The client instance of (one client's part of) an OTLP push (see the module docstring);
+    ValueError for a bad header."""
     from_header = parse_instance_id(header)
     if from_header is not None:
         return from_header
     try:
-        from_resource = parse_instance_id(resource_attributes.get(INSTANCE_ID_ATTRIBUTE))
+        from_labels = parse_instance_id(labels.client_instance_id)
     except ValueError:
-        from_resource = None  # a foreign client's attribute: derive one instead of refusing the push
-    if from_resource is not None:
-        return from_resource
+        from_labels = None  # a foreign client's attribute: derive one instead of refusing the push
+    if from_labels is not None and from_labels.int != 0:
+        return from_labels
     # the transports refused bad text already; a context built elsewhere is refused here, by name
     parts = (
         check_client_text("principal", client.principal),
         check_client_text("client_id", client.client_id or ""),
         client.client_source_address or "",
-        resource_attributes.get("service.name", ""),
-        resource_attributes.get("service.instance.id", ""),
+        labels.service_name or "",
+        labels.service_instance_id or "",
     )
     return uuid.uuid5(_OTLP_INSTANCE_NAMESPACE, "\0".join(parts))

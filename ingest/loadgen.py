@@ -65,6 +65,7 @@ from ingest.identity import (
     INSTANCE_ID_HEADER,
     SOFTWARE_NAME_HEADER,
     SOFTWARE_VERSION_HEADER,
+    parse_instance_id,
 )
 from ingest.otlp_grpc import METRICS_SERVICE
 from ingest.proto import client_telemetry_pb2 as pb
@@ -1178,7 +1179,7 @@ class HttpTransport:
         return GetTelemetrySubscriptionsResponse(
             throttle_time_ms=int(body.get("throttle_time_ms", 0)),
             error_code=int(body["error_code"]),
-            client_instance_id=uuid.UUID(returned) if returned else uuid.UUID(int=0),
+            client_instance_id=parse_instance_id(returned) or uuid.UUID(int=0),
             subscription_id=int(body.get("subscription_id", 0)),
             accepted_compression_types=tuple(body.get("accepted_compression_types", ())),
             push_interval_ms=int(body.get("push_interval_ms", 0)),

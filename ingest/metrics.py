@@ -13,7 +13,8 @@ the engines:
   for a landed OTLP export; 58/SASL_AUTHENTICATION_FAILED for an unknown bearer token; -1 for a
   failure of the sink's own), ``telemetry_sink_request_duration_seconds`` (a histogram, from the first
   byte handled to the answer, waits for holds included), ``telemetry_sink_requests_in_flight`` and
-  ``telemetry_sink_requests_max_in_flight`` (admission control);
+  ``telemetry_sink_requests_max_in_flight`` (admission control); ``telemetry_sink_otlp_repairs_total``
+  by ``repair`` (``REPAIRS``: OTLP bodies of raw forwarders taken under ``server.otlp_tolerant_intake``);
 - the bookkeeping bounds (``limits``): the answers by quota entity kept between quota snapshots are
   counted for at most ``limits.max_entity_counters`` entities; the answers of any further entity
   are counted under the one entity ``OVERFLOW_TAGS`` (``overflow="true"``) and in
@@ -34,7 +35,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -52,7 +53,9 @@ from subscriptions import ClientContext, ClientMetricsManager, Errors
 __all__ = [
     "CONTENT_TYPE",
     "OVERFLOW_TAGS",
+    "REPAIRS",
     "REQUESTS_GROUP",
+    "Repair",
     "RequestMetrics",
     "RequestObservation",
     "SinkCollector",
@@ -61,6 +64,9 @@ __all__ = [
 
 Transport = Literal["grpc", "http", "kafka"]
 Rpc = Literal["GetTelemetrySubscriptions", "PushTelemetry", "Export"]
+Repair = Literal["decompressed_unlabelled", "zero_padding"]
+"""How a raw forwarder's OTLP body was taken: compressed without a Content-Encoding, zero-padded."""
+REPAIRS: Final[tuple[Repair, ...]] = get_args(Repair)
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 REQUESTS_GROUP: Final = "Requests"
@@ -182,6 +188,19 @@ class RequestMetrics(Collector):
             "Answers counted under the overflow entity: limits.max_entity_counters entities were counted",
             registry=None,
         )
+        self._principals_ignored = Counter(
+            "telemetry_sink_otlp_principals_ignored",
+            "Client principals named by OTLP labels and ignored: the sender is not in "
+            "security.trusted_forwarders",
+            registry=None,
+        )
+        self._repairs = Counter(
+            "telemetry_sink_otlp_repairs",
+            "OTLP bodies of raw forwarders taken after a repair (server.otlp_tolerant_intake)",
+            ("repair",),
+            registry=None,
+        )
+        self._by_repair = {repair: self._repairs.labels(repair) for repair in REPAIRS}  # each from 0
         labels = ("transport", "rpc", "code", "error")
         self._requests = Counter(
             "telemetry_sink_requests",
@@ -230,6 +249,14 @@ class RequestMetrics(Collector):
         name = f"{rpc}/{int(code)}"  # a str key: the dict stays out of the garbage collector's sight
         counts[name] = counts.get(name, 0) + 1
 
+    def count_ignored_principal(self) -> None:
+        """An OTLP label named a client's principal, from a sender not trusted to (``attribution``)."""
+        self._principals_ignored.inc()
+
+    def count_repair(self, repair: Repair) -> None:
+        """An OTLP body taken after ``repair`` (``server.otlp_tolerant_intake``)."""
+        self._by_repair[repair].inc()
+
     def drain_entity_counts(self) -> list[QuotaSample]:
         """The answers by quota entity, RPC and code since the previous call, as quota samples."""
         by_entity, self._by_entity = self._by_entity, {}
@@ -251,6 +278,8 @@ class RequestMetrics(Collector):
             self.admission.max_in_flight,
         )
         yield from self._overflowed.collect()
+        yield from self._principals_ignored.collect()
+        yield from self._repairs.collect()
         if self.holds is not None:
             yield GaugeMetricFamily(
                 "telemetry_sink_held_clients", "Clients held now for a quota throttle", len(self.holds)

@@ -47,10 +47,11 @@ contain no logic of their own.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -60,17 +61,19 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 
 from exporters import Exporter, ExportResult, PushContext, TelemetryPush
 from ingest.admission import Admission
+from ingest.attribution import ClientGroup
 from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, PayloadError
 from ingest.decoding import (
     DEFAULT_DECODE_PROCESSES,
     DecoderUnavailableError,
     PayloadDecoders,
     decode_export,
+    decode_export_tolerant,
     decode_json_export,
     decode_push,
 )
 from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS, ClientHolds
-from ingest.identity import OPEN, otlp_instance_id
+from ingest.identity import OPEN, forwarded_client, otlp_instance_id
 from ingest.instance_owners import InstanceOwners
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.metrics import RequestMetrics
@@ -87,6 +90,7 @@ from subscriptions import (
     GetTelemetrySubscriptionsResponse,
     PushTelemetryRequest,
     PushTelemetryResponse,
+    kafka_uuid_string,
 )
 
 __all__ = ["EXPORTER_RETRY_MS", "OtlpOutcome", "TelemetryPipeline"]
@@ -144,6 +148,7 @@ class TelemetryPipeline:
         max_hold_delay_ms: int = DEFAULT_MAX_HOLD_DELAY_MS,
         limits: RequestLimits = DEFAULT_LIMITS,
         decode_processes: int = DEFAULT_DECODE_PROCESSES,
+        otlp_tolerant_intake: bool = False,
         thread_time_ns: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.manager = manager
@@ -157,6 +162,9 @@ class TelemetryPipeline:
         self.max_hold_delay_ms = max_hold_delay_ms
         self.limits = limits
         """What one request may hold (``limits:``), checked before a payload is parsed."""
+        self.otlp_decode = decode_export_tolerant if otlp_tolerant_intake else decode_export
+        """How an OTLP protobuf export is decoded: ``server.otlp_tolerant_intake`` repairs what raw
+        forwarders send."""
         self.decoders = PayloadDecoders(decode_processes)
         """Where payloads are decoded: on the loop if small, else in worker processes (``decoding``)."""
         self._thread_time_ns = thread_time_ns
@@ -247,15 +255,15 @@ class TelemetryPipeline:
         try:
             payload = await self.decoders.decode(decode_push, metrics, compression, cap, self.limits)
         except PayloadError as exc:
-            log.info("push from %s refused: %s", accepted.client_instance_id, exc)
+            log.info("push from %s refused: %s", kafka_uuid_string(accepted.client_instance_id), exc)
             return self.manager.push_failed(accepted, exc.error, now)
         except DecoderUnavailableError:  # ours, not the client's: it retries at its next interval
-            log.exception("push from %s not decoded", accepted.client_instance_id)
+            log.exception("push from %s not decoded", kafka_uuid_string(accepted.client_instance_id))
             return self.manager.push_failed(accepted, Errors.THROTTLING_QUOTA_EXCEEDED, now)
         try:
             context = self._accepted_context(accepted)
         except ValueError as exc:  # client text no row can hold: refused alone, never in a batch
-            log.info("push from %s refused: %s", accepted.client_instance_id, exc)
+            log.info("push from %s refused: %s", kafka_uuid_string(accepted.client_instance_id), exc)
             return self.manager.push_failed(accepted, Errors.INVALID_REQUEST, now)
         result = await self._export(TelemetryPush(context, payload))
         if result is ExportResult.SUCCESS:
@@ -320,7 +328,7 @@ class TelemetryPipeline:
                 )
                 compression_type = CompressionType.NONE  # what lands is protobuf
             else:
-                decoded = await self.decoders.decode(decode_export, body, compression_type, cap, limits)
+                decoded = await self.decoders.decode(self.otlp_decode, body, compression_type, cap, limits)
         except PayloadError as exc:
             return OtlpOutcome(exc.error, 0, str(exc))
         except DecoderUnavailableError:
@@ -328,32 +336,74 @@ class TelemetryPipeline:
             return OtlpOutcome(
                 Errors.UNKNOWN_SERVER_ERROR, EXPORTER_RETRY_MS, "the sink could not decode the push"
             )
-        payload, has_metrics, attributes, rejected = decoded
-        if rejected:
-            partial = OtlpOutcome(Errors.NONE, 0, rejected.message, rejected.points)
-            if not has_metrics:
-                return partial  # nothing valid left to land
-        else:
-            partial = OtlpOutcome(Errors.NONE)
-        try:
-            instance_id = otlp_instance_id(instance_header, attributes, client)
-            context = self._push_context(client, instance_id, 0, now, compression_type, terminating=False)
-        except ValueError as exc:  # a bad instance id, or client text no row can hold
-            return OtlpOutcome(Errors.INVALID_REQUEST, 0, str(exc))
-        if not self.instance_owners.claim(instance_id, client.principal):
-            return OtlpOutcome(
-                Errors.CLUSTER_AUTHORIZATION_FAILED,
-                0,
-                f"client instance {instance_id} belongs to another principal",
-            )
-        result = await self._export(TelemetryPush(context, payload))
-        if result is ExportResult.SUCCESS:
-            return partial
-        if result is ExportResult.RETRYABLE:
+        groups, has_metrics, rejected, repairs = decoded
+        for repair in repairs:
+            self.request_metrics.count_repair(repair)
+        if rejected and not has_metrics:
+            return OtlpOutcome(Errors.NONE, 0, rejected.message, rejected.points)  # nothing valid to land
+        rows, refused = self._forwarded_rows(groups, client, instance_header, now, compression_type)
+        if not rows:
+            return refused[0][0]
+        results = await asyncio.gather(*(self._export(push) for push, _ in rows))
+        if ExportResult.RETRYABLE in results:
             return OtlpOutcome(
                 Errors.UNKNOWN_SERVER_ERROR, EXPORTER_RETRY_MS, "the sink could not store the push"
             )
-        return OtlpOutcome(Errors.INVALID_RECORD, 0, "the push was refused downstream")
+        downstream = OtlpOutcome(Errors.INVALID_RECORD, 0, "the push was refused downstream")
+        refused += [
+            (downstream, points)
+            for (_, points), result in zip(rows, results, strict=True)
+            if result is not ExportResult.SUCCESS
+        ]
+        if ExportResult.SUCCESS not in results:
+            return refused[0][0]  # nothing landed: answered as a push of one client is
+        messages = [rejected.message] if rejected else []
+        if refused:
+            points = sum(n for _, n in refused)
+            messages.append(
+                f"{points} data points of {len(refused)} clients refused: {refused[0][0].message}"
+            )
+        return OtlpOutcome(Errors.NONE, 0, "; ".join(messages), rejected.points + sum(n for _, n in refused))
+
+    def _forwarded_rows(
+        self,
+        groups: Sequence[ClientGroup],
+        sender: ClientContext,
+        instance_header: str | None,
+        now: int,
+        compression_type: int,
+    ) -> tuple[list[tuple[TelemetryPush, int]], list[tuple[OtlpOutcome, int]]]:
+        """One push to land per client instance the export carries (``attribution``), each with its
+        data points, and the refusals of the clients that cannot land, each with its data points."""
+        trusted = sender.principal in self.authenticator.trusted_forwarders
+        by_instance: dict[uuid.UUID, tuple[PushContext, list[bytes], int]] = {}
+        refused: list[tuple[OtlpOutcome, int]] = []
+        for labels, payload, points in groups:
+            try:
+                client, ignored = forwarded_client(
+                    sender, labels, trusted_forwarder=trusted, limits=self.limits
+                )
+                instance_id = otlp_instance_id(instance_header, labels, client)
+                context = self._push_context(client, instance_id, 0, now, compression_type, terminating=False)
+            except ValueError as exc:  # a bad instance id, or client text no row can hold
+                refused.append((OtlpOutcome(Errors.INVALID_REQUEST, 0, str(exc)), points))
+                continue
+            if ignored:
+                self.request_metrics.count_ignored_principal()
+            if not self.instance_owners.claim(instance_id, client.principal):
+                message = f"client instance {kafka_uuid_string(instance_id)} belongs to another principal"
+                refused.append((OtlpOutcome(Errors.CLUSTER_AUTHORIZATION_FAILED, 0, message), points))
+                continue
+            landing = by_instance.get(instance_id)
+            if landing is None:
+                by_instance[instance_id] = (context, [payload], points)
+            else:  # serialized MetricsData concatenate into one
+                by_instance[instance_id] = (landing[0], [*landing[1], payload], landing[2] + points)
+        rows = [
+            (TelemetryPush(context, b"".join(payloads)), points)
+            for context, payloads, points in by_instance.values()
+        ]
+        return rows, refused
 
     async def _export(self, push: TelemetryPush) -> ExportResult:
         try:

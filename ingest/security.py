@@ -253,11 +253,15 @@ class Authenticator:
         *,
         trusted_proxy_principals: Iterable[str] = (),
         require_authentication: bool = False,
+        trusted_forwarders: Iterable[str] = (),
     ) -> None:
         self.tokens_file = tokens_file
         self.trusted_proxies = parse_proxy_addresses(trusted_proxies)
         self.trusted_proxy_principals = frozenset(trusted_proxy_principals)
         self.require_authentication = require_authentication
+        self.trusted_forwarders = frozenset(trusted_forwarders)
+        """Principals of the forwarders (broker plugins, collectors) whose OTLP labels may name the
+        principal of the client whose telemetry they forward (``attribution``)."""
         self._tokens: BearerTokens | None = None
         self._tokens_mtime_ns = -1
         if tokens_file is not None:

@@ -174,6 +174,7 @@ class Sink:
             max_hold_delay_ms=config.server.max_hold_delay_ms,
             limits=config.limits,
             decode_processes=config.server.decode_processes,
+            otlp_tolerant_intake=config.server.otlp_tolerant_intake,
         )
         self.grpc_port = 0
         self.http_port = 0

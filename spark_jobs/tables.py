@@ -9,7 +9,7 @@ OTLP data point.
 | column | type | meaning |
 |---|---|---|
 | push_id | string | the bronze push the point came from |
-| client_instance_id | string | the client instance UUID |
+| client_instance_id | string | the client instance id as Kafka writes it (bronze's, an opaque string) |
 | received_at | timestamp | when the sink accepted the push |
 | principal, client_id | string | who pushed |
 | client_software_name / _version | string | the client's software |

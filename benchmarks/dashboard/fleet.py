@@ -36,6 +36,7 @@ from ingest.loadgen import CONSUMER_METRICS, PRODUCER_METRICS, MetricSpec
 from ingest.quotas import ClientQuotaEntity
 from spark_jobs.transforms.activity import activity_schema
 from spark_jobs.transforms.rollup import PARTITION_OF, Width, rollup_schema
+from subscriptions import kafka_uuid_string
 
 DAY_START = datetime(2026, 11, 21, tzinfo=UTC)
 
@@ -74,7 +75,7 @@ def _series(spec: FleetSpec) -> pa.Table:
         metrics: tuple[MetricSpec, ...] = PRODUCER_METRICS if producer else CONSUMER_METRICS
         brokers = [str(n) for n in range(1, 2 + client % 3)] + ([] if producer else ["-1"])
         user = f"user-{client % spec.entities:03d}"
-        instance = str(uuid.UUID(int=int(rng.integers(1, 2**63)) << 64 | client))
+        instance = kafka_uuid_string(uuid.UUID(int=int(rng.integers(1, 2**63)) << 64 | client))
         for metric in metrics:
             for node in brokers if metric.per_node else [None]:
                 columns["client"].append(client)

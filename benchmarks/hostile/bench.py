@@ -71,7 +71,7 @@ from benchmarks.push_path.harness import (
 from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ingest.config import DEFAULT_SOCKET_REQUEST_MAX_BYTES
 from ingest.limits import DEFAULT_LIMITS
-from subscriptions import ClientMetricsConfig, Errors
+from subscriptions import ClientMetricsConfig, Errors, kafka_uuid_string
 from tests.support import attacks
 from tests.support.kafka import encode_request
 
@@ -428,9 +428,9 @@ def report_phase(name: str, what: str, r: dict[str, Any], clean: dict[str, Any])
 def verify_table(table_uri: str, acked: Counter[bytes]) -> tuple[int, int]:
     """Acknowledged fleet pushes missing from the table, and fleet rows never acknowledged."""
     column = DeltaTable(table_uri).to_pyarrow_table(columns=["client_instance_id"]).column(0)
-    fleet = {str(uuid.UUID(bytes=k)) for k in acked}
+    fleet = {kafka_uuid_string(uuid.UUID(bytes=k)) for k in acked}  # the table's form
     rows = Counter(v for v in column.to_pylist() if v in fleet)
-    expected = Counter({str(uuid.UUID(bytes=k)): v for k, v in acked.items()})
+    expected = Counter({kafka_uuid_string(uuid.UUID(bytes=k)): v for k, v in acked.items()})
     return (expected - rows).total(), (rows - expected).total()
 
 

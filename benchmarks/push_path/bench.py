@@ -56,6 +56,7 @@ from benchmarks.push_path.harness import (
     start_noop,
     start_sink,
 )
+from subscriptions import kafka_uuid_string
 
 INTERVAL_MS = MIN_INTERVAL_MS
 
@@ -92,7 +93,7 @@ def verify_table(table_uri: str, accepted_by_instance: Counter[bytes]) -> dict[s
     """Rows of the bronze table against acknowledged pushes, in total and per instance."""
     column = DeltaTable(table_uri).to_pyarrow_table(columns=["client_instance_id"]).column(0)
     rows = Counter(column.to_pylist())
-    acked = Counter({str(uuid.UUID(bytes=k)): v for k, v in accepted_by_instance.items()})
+    acked = Counter({kafka_uuid_string(uuid.UUID(bytes=k)): v for k, v in accepted_by_instance.items()})
     return {
         "rows": column.length(),
         "acked": acked.total(),

@@ -9,7 +9,7 @@
 | push_id | string | unique id of the push |
 | date | string | partition: the UTC date the push was received |
 | received_at | timestamp (us, UTC) | when the sink accepted it |
-| client_instance_id | string | the client instance UUID |
+| client_instance_id | string | the client instance id as Kafka writes it (22 chars of base64url) |
 | subscription_id | int32 | the subscription id the client pushed with |
 | principal | string | who pushed (``User:ANONYMOUS`` without authentication) |
 | client_id | string | Kafka client id |
@@ -35,6 +35,8 @@ the count.
 
 from __future__ import annotations
 
+import base64
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -49,6 +51,7 @@ __all__ = [
     "QUOTA_SAMPLES_SCHEMA",
     "TELEMETRY_PUSHES_SCHEMA",
     "QuotaSample",
+    "kafka_instance_id",
     "pushes_to_table",
     "quota_samples_to_table",
     "utc_date",
@@ -106,6 +109,14 @@ QUOTA_SAMPLES_SCHEMA: Final = pa.schema(
 )
 
 
+def kafka_instance_id(instance_id: uuid.UUID) -> str:
+    """A client instance id as Kafka writes it (``Uuid.toString()``: URL-safe base64 of the 16 bytes,
+    no padding; ``aVd3fzviRGSgEuAWNY5mMA``), the one form the sink stores and prints. Exporters import
+    no other package of the repo, so this is the exporters' copy of ``subscriptions``'
+    ``kafka_uuid_string`` (a test holds the two equal)."""
+    return base64.urlsafe_b64encode(instance_id.bytes).rstrip(b"=").decode("ascii")
+
+
 def utc_date(ms: int) -> str:
     """The UTC date of a millisecond timestamp, ``YYYY-MM-DD``."""
     return _day(ms // _DAY_MS)
@@ -128,7 +139,7 @@ def pushes_to_table(pushes: Sequence[TelemetryPush], writer_id: str, batch_seq: 
         "push_id": [c.push_id for c in contexts],
         "date": [utc_date(c.received_ms) for c in contexts],
         "received_at": [c.received_ms * 1000 for c in contexts],
-        "client_instance_id": [str(c.client_instance_id) for c in contexts],
+        "client_instance_id": [kafka_instance_id(c.client_instance_id) for c in contexts],
         "subscription_id": [c.subscription_id for c in contexts],
         "principal": [c.principal for c in contexts],
         "client_id": [c.client_id for c in contexts],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 
 import pytest
 
@@ -20,7 +21,11 @@ from exporters import (
     PushContext,
     load_exporter,
 )
+from exporters.delta.schema import kafka_instance_id
+from ingest.identity import parse_instance_id
+from subscriptions import kafka_uuid_string
 from tests.support.otlp import push
+from tests.support.telemetry import EXAMPLE_UUID
 
 
 def test_push_context_carries_the_whole_context() -> None:
@@ -79,11 +84,32 @@ async def test_in_memory_exporter_keeps_pushes_and_can_fail() -> None:
 
 
 async def test_log_exporter_logs_one_line_per_push(caplog: pytest.LogCaptureFixture) -> None:
-    exporter = LogExporter()
+    exporter, pushed = LogExporter(), push(7)
     with caplog.at_level(logging.INFO, logger="telemetry_sink.exporters.log"):
-        assert await exporter.export(push(7)) is ExportResult.SUCCESS
+        assert await exporter.export(pushed) is ExportResult.SUCCESS
     assert "client_id=producer-7" in caplog.text
     assert "entity=client-id=,user=alice" in caplog.text
+    instance_id = pushed.context.client_instance_id
+    assert f"instance={kafka_uuid_string(instance_id)} " in caplog.text  # Kafka's form, as landed
+    assert str(instance_id) not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "instance_id",
+    [
+        EXAMPLE_UUID,
+        uuid.UUID(int=0),
+        uuid.UUID(int=2**128 - 1),
+        uuid.UUID("f8000000-0000-4000-8000-000000000000"),
+    ],
+)
+def test_exporters_write_instance_ids_as_kafkas_uuid_to_string(instance_id: uuid.UUID) -> None:
+    """The exporters' own ``kafka_instance_id`` (they import no other package of the repo) is
+    ``subscriptions.kafka_uuid_string``: 22 chars of base64url, no padding, read back by the sink."""
+    text = kafka_instance_id(instance_id)
+    assert text == kafka_uuid_string(instance_id)
+    assert len(text) == 22
+    assert parse_instance_id(text) == instance_id
 
 
 @pytest.mark.parametrize(

@@ -242,6 +242,11 @@ def test_request_limits_and_decoder_processes_reach_the_sink_and_the_rest_keep_t
     assert defaults.server.decode_processes == ServerConfig().decode_processes
 
 
+def test_raw_forwarders_tolerant_otlp_intake_reaches_the_sink_and_is_off_by_default(tmp_path: Path) -> None:
+    assert load_sink_config({"sink": {"otlpTolerantIntake": True}}, tmp_path).server.otlp_tolerant_intake
+    assert load_sink_config({}, tmp_path).server.otlp_tolerant_intake is False
+
+
 def test_the_kafka_listener_port_is_the_one_the_pods_and_the_service_open(tmp_path: Path) -> None:
     values = _merge(VARIANTS["kafka listener"], {"kafkaListener": {"port": 19092}})
     assert load_sink_config(values, tmp_path).kafka_listener.port == 19092
@@ -323,9 +328,11 @@ def test_F7_F8_trusted_proxies_and_required_authentication_reach_the_sink_config
         "trustedProxies": ["127.0.0.1/32"],
         "trustedProxyPrincipals": ["User:CN=edge-proxy,O=Acme"],
         "requireAuthentication": True,
+        "trustedForwarders": ["User:kafka-broker"],
     }
     values = _merge(VARIANTS["tls"], {"sink": sink, "kafkaListener": {"enabled": True}})
     security = yaml.safe_load(sink_config(values))["security"]
+    assert security["trusted_forwarders"] == ["User:kafka-broker"]
     assert (
         security["trusted_proxies"],
         security["trusted_proxy_principals"],
@@ -467,6 +474,7 @@ def test_helm_test_pushes_one_sample_through_the_service() -> None:
         ({"sink": {"trustedProxies": ["10.0.0.0/8"]}}, "at '/sink/trustedProxies/0'"),  # F7: every pod
         ({"sink": {"trustedProxyPrincipals": ["edge-proxy"]}}, "at '/sink/trustedProxyPrincipals/0'"),
         ({"sink": {"requireAuthentication": "yes"}}, "at '/sink/requireAuthentication'"),
+        ({"sink": {"otlpTolerantIntake": "yes"}}, "at '/sink/otlpTolerantIntake'"),
         ({"rollup": {"sparkConf": {"spark.executor.memory": 4}}}, "got number, want string"),
         ({"storage": {"pvc": {"accessModes": ["ReadWriteOncePod"]}}}, "at '/storage/pvc/accessModes/0'"),
         ({"maintain": {"retentionHours": 1.5}}, "at '/maintain/retentionHours'"),

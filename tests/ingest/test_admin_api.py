@@ -24,6 +24,7 @@ from subscriptions import (
     Errors,
     GetTelemetrySubscriptionsRequest,
     SubscriptionStore,
+    kafka_uuid_string,
 )
 from tests.support.clock import FakeClock
 
@@ -249,14 +250,18 @@ async def test_client_instances_are_listed_and_described(api: Admin) -> None:
     listed = (await api.call("GET", "/client-instances")).json()
     assert listed["count"] == 1
     (instance,) = listed["instances"]
-    assert instance["client_instance_id"] == str(response.client_instance_id)
+    assert instance["client_instance_id"] == kafka_uuid_string(response.client_instance_id)  # Kafka's form
+    assert "client_instance_id_kafka" not in instance
     assert instance["client_id"] == "producer-1"
     assert instance["subscriptions"] == ["kafka"]
     assert instance["push_interval_ms"] == 60000
-    by_kafka_id = await api.call("GET", f"/client-instances/{instance['client_instance_id_kafka']}")
-    assert by_kafka_id.json()["instance"]["principal"] == "User:app"
+    by_kafka_id = await api.call("GET", f"/client-instances/{instance['client_instance_id']}")
+    assert by_kafka_id.json()["instance"] == instance
+    by_uuid = await api.call("GET", f"/client-instances/{response.client_instance_id}")  # hex read too
+    assert by_uuid.json()["instance"] == instance
     unknown = await api.call("GET", "/client-instances/00000000-0000-0000-0000-000000000001")
     assert unknown.status_code == 404
+    assert "AAAAAAAAAAAAAAAAAAAAAQ" in unknown.json()["message"]  # named in Kafka's form
     assert (await api.call("GET", "/client-instances/not-a-uuid")).status_code == 400
 
 

@@ -31,6 +31,7 @@ from subscriptions import (
     ClientMetricsManager,
     GetTelemetrySubscriptionsRequest,
     SubscriptionStore,
+    kafka_uuid_string,
 )
 from tests.support.clock import FakeClock
 
@@ -357,8 +358,9 @@ async def test_instances_list_and_describe_show_what_the_replica_knows(
     assert await sink.cli("instances", "list") == 0
     header, row = capsys.readouterr().out.splitlines()
     assert header.split()[:3] == ["CLIENT_INSTANCE_ID", "CLIENT_ID", "PRINCIPAL"]
+    listed_id = kafka_uuid_string(response.client_instance_id)  # Kafka's form, as its tools show it
     assert row.split()[:6] == [
-        str(response.client_instance_id),
+        listed_id,
         "producer-1",
         "User:app",
         "librdkafka",
@@ -366,10 +368,13 @@ async def test_instances_list_and_describe_show_what_the_replica_knows(
         "60000",
     ]
 
-    assert await sink.cli("instances", "describe", str(response.client_instance_id)) == 0
+    assert await sink.cli("instances", "describe", listed_id) == 0
     fields = dict(line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines())
+    assert fields["client_instance_id"] == listed_id
     assert fields["client_id"] == "producer-1"
     assert fields["subscriptions"] == "kafka"
+    assert await sink.cli("instances", "describe", str(response.client_instance_id)) == 0  # hex too
+    assert dict(line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines()) == fields
     assert await sink.cli("instances", "list", "--limit", "0") == 0
     assert "showing 0 of 1 client instances" in capsys.readouterr().err
 

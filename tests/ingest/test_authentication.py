@@ -33,12 +33,12 @@ from ingest.config import (
     SinkConfigError,
 )
 from ingest.http_app import GET_PATH, OTLP_METRICS_PATH, PUSH_PATH, create_http_app, request_client
-from ingest.identity import INSTANCE_ID_HEADER
+from ingest.identity import INSTANCE_ID_HEADER, parse_instance_id
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.security import ANONYMOUS, Authenticator
 from ingest.server import Sink
-from subscriptions import Errors
+from subscriptions import Errors, kafka_uuid_string
 from tests.support.certificates import CertificateAuthority
 from tests.support.clock import FakeClock
 from tests.support.kafka import KafkaClient, encode_request, serving_kafka
@@ -257,7 +257,9 @@ async def principal_over_grpc(sink: Sink, ca: CertificateAuthority, name: str) -
 async def principal_over_http(sink: Sink, ca: CertificateAuthority, name: str) -> str:
     async with httpx.AsyncClient(verify=client_tls(ca, name)) as http:
         got = (await http.post(f"https://127.0.0.1:{sink.http_port}{GET_PATH}", json={})).json()
-    return instance_principal(sink, uuid.UUID(got["client_instance_id"]))
+    instance_id = parse_instance_id(got["client_instance_id"])  # answered in Kafka's form
+    assert instance_id is not None
+    return instance_principal(sink, instance_id)
 
 
 async def principal_over_kafka(sink: Sink, ca: CertificateAuthority, name: str) -> str:
@@ -411,7 +413,8 @@ async def test_F8_an_otlp_instance_id_cannot_be_claimed_by_another_principal(tmp
             assert answer.status_code == 403
             status = Status.FromString(answer.content)
             assert status.code == grpc.StatusCode.PERMISSION_DENIED.value[0]
-            assert status.message == f"client instance {owned} belongs to another principal"
+            kafka_form = kafka_uuid_string(uuid.UUID(owned))  # the hex form sent, Kafka's form answered
+            assert status.message == f"client instance {kafka_form} belongs to another principal"
         refused = await endpoints.otlp_export(resource_payload(), ((INSTANCE_ID_HEADER, owned),))
         assert refused[0] is grpc.StatusCode.PERMISSION_DENIED
         assert (await endpoints.otlp_export(resource_payload(), ((INSTANCE_ID_HEADER, owned), *alice)))[

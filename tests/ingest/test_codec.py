@@ -22,6 +22,7 @@ from ingest.codec import (
     PayloadTooLargeError,
     decompress,
     parse_metrics_data,
+    sniff_compression,
 )
 from ingest.decoding import decode_push
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
@@ -275,3 +276,51 @@ def test_PD_12_any_bytes_decompress_within_the_cap_or_fail_as_a_payload_error(
         return
     assert len(out) <= max_bytes
     assert expected is None or out == expected
+
+
+SNIFFED = {1: _gzip, 3: _lz4, 4: _zstd, 2: _xerial}  # snappy as Kafka's Java client frames it
+
+
+@pytest.mark.parametrize("codec", sorted(SNIFFED))
+def test_raw_forwarders_a_compressed_payload_is_named_by_its_magic_bytes_and_decompresses(codec: int) -> None:
+    raw = metrics_data(points=20)
+    body = SNIFFED[codec](raw)
+    sniffed = sniff_compression(body)
+    assert sniffed == codec
+    assert sniffed is not None
+    assert decompress(body, sniffed, MIB) == raw
+
+
+@pytest.mark.parametrize("path", _fixtures(), ids=lambda p: p.stem)
+def test_raw_forwarders_librdkafka_pushes_sniff_as_their_codec_but_raw_snappy_and_none_sniff_as_nothing(
+    path: Path,
+) -> None:
+    """librdkafka compresses with gzip, lz4 and zstd frames (sniffed) and with raw snappy blocks,
+    which have no magic bytes; an uncompressed MetricsData starts with its field-1 tag."""
+    codec = CODECS[path.stem.split("-")[3]]
+    assert sniff_compression(path.read_bytes()) == (None if codec in (0, 2) else codec)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"\x1f", b"\x28\xb5\x2f", b"\x04\x22\x4d", b"\x82SNAPPY", b"\x0a\x00", b"\x00\x1f\x8b"],
+)
+def test_raw_forwarders_a_body_without_a_whole_magic_at_its_start_sniffs_as_nothing(body: bytes) -> None:
+    assert sniff_compression(body) is None
+
+
+MAGIC = {
+    CompressionType.GZIP: b"\x1f\x8b",
+    CompressionType.ZSTD: b"\x28\xb5\x2f\xfd",
+    CompressionType.LZ4: b"\x04\x22\x4d\x18",
+    CompressionType.SNAPPY: b"\x82SNAPPY\x00",
+}
+
+
+@given(st.sampled_from(sorted(MAGIC)), st.binary(max_size=64), st.binary(max_size=64))
+def test_raw_forwarders_a_body_sniffs_as_the_codec_whose_magic_starts_it_and_only_then(
+    codec: CompressionType, tail: bytes, other: bytes
+) -> None:
+    assert sniff_compression(MAGIC[codec] + tail) == codec
+    starts = [kind for kind, magic in MAGIC.items() if other.startswith(magic)]
+    assert sniff_compression(other) == (starts[0] if starts else None)

@@ -156,9 +156,11 @@ def test_the_security_section_from_a_file_and_the_environment(tmp_path: Path) ->
         "TELEMETRY_SINK_SECURITY__SUPER_USERS": "User:admin;User:ops",
         "TELEMETRY_SINK_SECURITY__TRUSTED_PROXIES": "10.1.2.3, fd00::7",
         "TELEMETRY_SINK_SERVER__MAX_CONCURRENT_REQUESTS": "64",
+        "TELEMETRY_SINK_SECURITY__TRUSTED_FORWARDERS": "User:kafka-broker;User:otel-collector",
     }
     config = SinkConfig.load(path, env=env)
     assert config.security.super_users == ("User:admin", "User:ops")
+    assert config.security.authenticator().trusted_forwarders == {"User:kafka-broker", "User:otel-collector"}
     assert config.security.trusted_proxies == ("10.1.2.3", "fd00::7")
     assert config.server.max_concurrent_requests == 64
 
@@ -180,6 +182,7 @@ def test_security_admission_and_limit_problems_are_reported_at_once(tmp_path: Pa
             "trusted_proxy_principals": ["edge-proxy"],
             "require_authentication": "yes",
             "super_users": ["admin"],
+            "trusted_forwarders": ["kafka-broker"],
             "colour": "blue",
         },
     }
@@ -194,6 +197,7 @@ def test_security_admission_and_limit_problems_are_reported_at_once(tmp_path: Pa
         "limits.max_data_points must be an integer between 1 and 2147483647, got 0",
         "limits.max_json_depth must be an integer between 1 and 2147483647, got 'deep'",
         "unknown key 'security.colour'",
+        "security.trusted_forwarders: 'kafka-broker' is not a principal like User:alice",
         "security.tokens_file: ",
         "'alice' is not a principal",
         "security.trusted_proxies: '10.0.0.0/33' is not an address",
@@ -387,3 +391,17 @@ def test_grpc_message_limit_must_leave_room_for_the_largest_push() -> None:
         }
     )
     assert raised.server.grpc_max_receive_message_bytes == 9 * 1024 * 1024
+
+
+def test_otlp_tolerant_intake_is_off_by_default_documented_and_set_from_the_environment() -> None:
+    assert SinkConfig.load(env={}).server.otlp_tolerant_intake is False
+    assert "otlp_tolerant_intake: false" in (config_module.__doc__ or "")
+    env = {"TELEMETRY_SINK_SERVER__OTLP_TOLERANT_INTAKE": "true"}
+    assert SinkConfig.load(env=env).server.otlp_tolerant_intake is True
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_otlp_tolerant_intake_must_be_a_boolean(value: object) -> None:
+    with pytest.raises(SinkConfigError) as info:
+        SinkConfig.from_document({"server": {"otlp_tolerant_intake": value}})
+    assert info.value.problems == [f"server.otlp_tolerant_intake must be true or false, got {value!r}"]

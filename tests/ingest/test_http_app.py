@@ -29,6 +29,7 @@ from ingest.metrics import metrics_exposition
 from ingest.pipeline import TelemetryPipeline
 from ingest.quotas import DEFAULT, ClientQuotaEntity
 from tests.support.clock import FakeClock
+from tests.support.instance_ids import is_kafka_uuid_string
 from tests.support.otlp import resource_payload, sdk_metrics
 from tests.support.pipeline import kafka_pipeline
 
@@ -69,8 +70,9 @@ async def test_get_then_push_json_and_binary(served: Served) -> None:
     assert got["error"] == "NONE"
     assert got["requested_metrics"] == ["org.apache.kafka."]
     assert got["accepted_compression_types"] == [4, 3, 1, 2]
-    instance = got["client_instance_id"]
-    assert UUID(instance) == parse_instance_id(got["client_instance_id_kafka"])
+    instance = got["client_instance_id"]  # Kafka's form, sent back as given
+    assert is_kafka_uuid_string(instance)
+    assert "client_instance_id_kafka" not in got
     served.clock.advance(1000)
     binary = await served.client.post(
         PUSH_PATH,
@@ -87,7 +89,7 @@ async def test_get_then_push_json_and_binary(served: Served) -> None:
     as_json = await served.client.post(
         PUSH_PATH,
         json={
-            "client_instance_id": got["client_instance_id_kafka"],
+            "client_instance_id": str(parse_instance_id(instance)),  # the hex form is read too
             "subscription_id": got["subscription_id"],
             "compression_type": 4,
             "metrics": base64.b64encode(FIXTURE.read_bytes()).decode(),
@@ -97,6 +99,7 @@ async def test_get_then_push_json_and_binary(served: Served) -> None:
     )
     assert as_json.json()["error"] == "NONE"
     assert [p.context.terminating for p in served.exporter.pushes] == [False, True]
+    assert {p.context.client_instance_id for p in served.exporter.pushes} == {parse_instance_id(instance)}
     assert served.exporter.pushes[0].context.client_source_address == "127.0.0.1"
 
 

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporters import PushContext
+from ingest.attribution import NO_LABELS, Labels
 from ingest.identity import (
     ANONYMOUS,
     CLIENT_ID_HEADER,
@@ -203,10 +204,12 @@ def test_F11_a_string_that_is_not_a_distinguished_name_is_refused(text: str, pro
 def test_the_derived_instance_is_stable_and_differs_by_client() -> None:
     a = ClientContext(client_id="a", client_source_address="10.0.0.1")
     b = ClientContext(client_id="b", client_source_address="10.0.0.1")
-    attrs = {"service.name": "svc"}
-    assert otlp_instance_id(None, attrs, a) == otlp_instance_id(None, attrs, a)
-    assert otlp_instance_id(None, attrs, a) != otlp_instance_id(None, attrs, b)
-    assert isinstance(otlp_instance_id(None, {"client_instance_id": "junk"}, a), UUID)
+    labels = Labels(service_name="svc")
+    assert otlp_instance_id(None, labels, a) == otlp_instance_id(None, labels, a)
+    assert otlp_instance_id(None, labels, a) != otlp_instance_id(None, labels, b)
+    assert isinstance(otlp_instance_id(None, Labels(client_instance_id="junk"), a), UUID)
+    zero = otlp_instance_id(None, Labels(client_instance_id="AAAAAAAAAAAAAAAAAAAAAA"), a)
+    assert zero == otlp_instance_id(None, NO_LABELS, a)  # the reserved zero id: derived instead
 
 
 def test_instance_ids_are_read_as_uuids_or_kafka_base64() -> None:

@@ -62,6 +62,7 @@ from subscriptions import (
     PushTelemetryRequest,
     PushTelemetryResponse,
     SubscriptionStore,
+    kafka_uuid_string,
 )
 from telemetry_sink.cli import main
 from tests.support.certificates import self_signed
@@ -507,11 +508,15 @@ def _assert_fleet_landed(
 ) -> None:
     """Each client's pushes landed under its own instance id, compressed as chosen, filtered to the
     subscription, and its last one is its terminating push."""
-    instance_of = {r.client: r.instance_id for r in records if r.kind == "get" and r.outcome == "NONE"}
+    instance_of = {
+        r.client: kafka_uuid_string(r.instance_id)  # landed in Kafka's form
+        for r in records
+        if r.kind == "get" and r.outcome == "NONE" and r.instance_id is not None
+    }
     assert len(instance_of) == 4
     by_client_id = {row["client_id"]: row["client_instance_id"] for row in rows}
     expected = {client_identity(n, ("producer", "consumer")[n % 2]).client_id: n for n in range(4)}
-    assert by_client_id == {client_id: str(instance_of[n]) for client_id, n in expected.items()}
+    assert by_client_id == {client_id: instance_of[n] for client_id, n in expected.items()}
     assert {row["compression_type"] for row in rows} == {compression}
     assert len(rows) == sum(1 for r in records if r.kind == "push" and r.outcome == "NONE")
     for client_id in by_client_id:
@@ -564,8 +569,10 @@ async def test_otlp_fleet_exports_every_interval_under_its_own_instance_ids(sink
     assert summary.pushes_accepted == len(rows) == summary.pushes
     assert summary.pushes_by_outcome == {"OK": len(rows)}
     assert {row["subscription_id"] for row in rows} == {0}  # no subscription gate for OTLP
-    assert {row["client_instance_id"] for row in rows} == {str(r.instance_id) for r in records}
-    assert len({row["client_instance_id"] for row in rows}) == 4
+    assert all(r.instance_id is not None for r in records)
+    sent = {kafka_uuid_string(r.instance_id) for r in records if r.instance_id is not None}
+    assert {row["client_instance_id"] for row in rows} == sent  # landed in Kafka's form
+    assert len(sent) == 4
     for row in rows:
         data = MetricsData.FromString(row["payload"])
         resource = {a.key: a.value.string_value for a in data.resource_metrics[0].resource.attributes}
@@ -644,7 +651,8 @@ async def test_subscription_change_makes_the_fleet_get_again_on_unknown_subscrip
             assert all(
                 n.startswith(("org.apache.kafka.producer.node.", "org.apache.kafka.consumer.")) for n in names
             )
-            assert row["client_instance_id"] == str(gets[0].instance_id)
+            assert gets[0].instance_id is not None
+            assert row["client_instance_id"] == kafka_uuid_string(gets[0].instance_id)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import grpc.aio
 import httpx
 import pytest
 from aiohttp.test_utils import TestServer
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporters import Health, InMemoryExporter
@@ -16,7 +17,7 @@ from ingest.admission import Admission
 from ingest.connections import register_http_listener
 from ingest.http_app import GET_PATH, OTLP_METRICS_PATH, PUSH_PATH, create_http_app
 from ingest.limits import RequestLimits
-from ingest.metrics import OVERFLOW_TAGS, RequestMetrics, metrics_exposition
+from ingest.metrics import OVERFLOW_TAGS, REPAIRS, RequestMetrics, metrics_exposition
 from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.quotas import DEFAULT, ClientQuotaEntity
@@ -249,3 +250,23 @@ async def test_F13_F21_the_bookkeeping_bounds_are_on_the_scrape() -> None:
     assert samples["telemetry_sink_holds_refused_total"] == 2
     entities = {s.tags for s in pipeline.request_metrics.drain_entity_counts()}
     assert entities == {(("client-id", "a"), ("user", "")), (("client-id", "b"), ("user", "")), OVERFLOW_TAGS}
+
+
+def test_raw_forwarders_each_repair_is_counted_by_kind_and_every_kind_is_scraped_from_zero() -> None:
+    metrics = RequestMetrics(Admission(10, 1000))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+
+    def repairs() -> dict[str, float]:
+        [family] = [
+            f
+            for f in text_string_to_metric_families(generate_latest(registry).decode())
+            if f.name == "telemetry_sink_otlp_repairs"
+        ]
+        return {s.labels["repair"]: s.value for s in family.samples if s.name.endswith("_total")}
+
+    assert repairs() == dict.fromkeys(REPAIRS, 0.0) == {"decompressed_unlabelled": 0.0, "zero_padding": 0.0}
+    metrics.count_repair("zero_padding")
+    metrics.count_repair("zero_padding")
+    metrics.count_repair("decompressed_unlabelled")
+    assert repairs() == {"decompressed_unlabelled": 1.0, "zero_padding": 2.0}

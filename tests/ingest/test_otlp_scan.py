@@ -9,11 +9,21 @@ import pytest
 from google.protobuf.message import DecodeError
 from hypothesis import given
 from hypothesis import strategies as st
-from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    Gauge,
+    Metric,
+    MetricsData,
+    NumberDataPoint,
+    ResourceMetrics,
+    ScopeMetrics,
+)
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from ingest.codec import InvalidPayloadError, PayloadError, decompress
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
-from ingest.otlp_scan import MAX_NESTING, Structure, StructureLimitError, scan_metrics
+from ingest.otlp_scan import MAX_NESTING, Structure, StructureLimitError, scan_metrics, strip_zero_padding
 from tests.support.otlp import partly_invalid_payload
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka"
@@ -229,3 +239,122 @@ def test_fuzz_nesting_of_any_depth_terminates(depth: int, kind: int) -> None:
     for _ in range(depth):  # arrays, kvlists or a KeyValue chain through kvlist values
         value = field(kind, field(1, value)) if kind != 1 else field(6, field(1, field(2, value)))
     check_scan(payload(point(extra=field(7, field(1, b"k") + field(2, value)))), DEFAULT_LIMITS)
+
+
+_TEXT = st.text(max_size=8)
+_ATTRIBUTES = st.lists(
+    st.builds(lambda k, v: KeyValue(key=k, value=AnyValue(string_value=v)), _TEXT, _TEXT), max_size=3
+)
+_POINTS = st.lists(
+    st.builds(
+        lambda t, v, a: NumberDataPoint(time_unix_nano=t, as_double=v, attributes=a),
+        st.integers(0, 2**64 - 1),
+        st.floats(allow_nan=False),
+        _ATTRIBUTES,
+    ),
+    max_size=3,
+)
+_METRICS = st.lists(
+    st.builds(lambda n, p: Metric(name=n, gauge=Gauge(data_points=p)), _TEXT, _POINTS), max_size=3
+)
+_SCOPES = st.lists(
+    st.builds(lambda n, m: ScopeMetrics(scope=InstrumentationScope(name=n), metrics=m), _TEXT, _METRICS),
+    max_size=2,
+)
+RESOURCE_METRICS = st.lists(
+    st.builds(
+        lambda a, s: ResourceMetrics(resource=Resource(attributes=a), scope_metrics=s), _ATTRIBUTES, _SCOPES
+    ),
+    max_size=3,
+)
+
+
+@given(RESOURCE_METRICS, st.integers(1, 4096), st.booleans())
+def test_raw_forwarders_any_metrics_payload_followed_by_zero_bytes_strips_back_to_it(
+    resource_metrics: list[ResourceMetrics], padding: int, export_request: bool
+) -> None:
+    """A ByteBuffer's whole array() posted: the parser refuses the zeros (field number 0), the strip
+    gives back the payload byte for byte."""
+    message = (ExportMetricsServiceRequest if export_request else MetricsData)(
+        resource_metrics=resource_metrics
+    )
+    wire = message.SerializeToString()
+    padded = wire + bytes(padding)
+    with pytest.raises(DecodeError):
+        type(message).FromString(padded)
+    stripped = strip_zero_padding(padded)
+    assert stripped == wire
+    assert type(message).FromString(stripped) == message
+
+
+@given(RESOURCE_METRICS)
+def test_raw_forwarders_a_payload_without_padding_gives_none(resource_metrics: list[ResourceMetrics]) -> None:
+    assert strip_zero_padding(MetricsData(resource_metrics=resource_metrics).SerializeToString()) is None
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("librdkafka-*.bin")), ids=lambda p: p.name)
+def test_raw_forwarders_a_padded_librdkafka_push_strips_to_the_push(path: Path) -> None:
+    raw = decompress(path.read_bytes(), COMPRESSION[path.stem.split("-")[3]], 1 << 20)
+    assert strip_zero_padding(raw + bytes(8192 - len(raw) % 8192)) == raw
+    assert strip_zero_padding(raw) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (bytes(16), b""),  # an empty MetricsData in a zeroed buffer
+        (field(1, b"") + bytes(3), field(1, b"")),
+        (field(1, b"\x00\x00") + b"\x00", field(1, b"\x00\x00")),  # zeros inside a field are its own
+        (b"", None),
+        (field(1, b"") + b"\x00\x01", None),  # not only zeros after the fields
+        (field(1, b"") + b"\x00" + field(1, b"") + b"\x00", None),
+        (field(2, b"") + b"\x00", None),  # not resource_metrics
+        (b"\x08\x01\x00", None),  # field 1 but a varint
+        (b"\x0a\x05ab\x00\x00", None),  # the field overruns the body
+        (b"\x0a\x80\x80", None),  # a truncated length
+        (b"\x0a" + b"\xff" * 10 + b"\x01\x00", None),  # an overlong length
+    ],
+)
+def test_raw_forwarders_only_zeros_after_well_formed_resource_metrics_are_stripped(
+    body: bytes, expected: bytes | None
+) -> None:
+    assert strip_zero_padding(body) == expected
+
+
+@given(st.binary(max_size=256))
+def test_fuzz_a_strip_is_a_prefix_followed_only_by_zeros(body: bytes) -> None:
+    stripped = strip_zero_padding(body)
+    if stripped is not None:
+        rest = body[len(stripped) :]
+        assert body.startswith(stripped)
+        assert rest
+        assert rest == bytes(len(rest))
+
+
+def test_raw_forwarders_stripping_copies_only_the_result() -> None:
+    """8 MiB of resource metrics then 8 MiB of zeros: no memory but the stripped payload's."""
+    wire = field(1, field(2, b"x" * (1 << 20))) * 8
+    padded = wire + bytes(len(wire))
+    tracemalloc.start()
+    try:
+        stripped = strip_zero_padding(padded)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert stripped == wire
+    assert peak < len(wire) + 64 * 1024
+
+
+def test_raw_forwarders_stripping_stops_past_max_resource_metrics_as_the_scan_would() -> None:
+    """20 MiB of empty resource metrics then a zero: refused after the limit, not walked to the end."""
+    assert strip_zero_padding(resources(1000) + b"\x00") == resources(1000)
+    with pytest.raises(StructureLimitError) as refused:
+        strip_zero_padding(resources(10 * 1024 * 1024) + b"\x00")
+    assert refused.value.limit == "max_resource_metrics"
+    assert refused.value.visited == DEFAULT_LIMITS.max_resource_metrics
+    assert (
+        str(refused.value) == "more than limits.max_resource_metrics (1000) resource metrics in one payload"
+    )
+    assert strip_zero_padding(resources(3) + b"\x00", max_resource_metrics=3) == resources(3)
+    with pytest.raises(StructureLimitError):
+        strip_zero_padding(resources(4) + b"\x00", max_resource_metrics=3)

@@ -21,7 +21,7 @@ from opentelemetry.sdk.metrics.export import MetricExportResult
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.server import freeze_start_up_objects
-from subscriptions import Errors
+from subscriptions import Errors, kafka_uuid_string
 from tests.support.otlp import sdk_metrics
 from tests.support.process import CLI, Running, running_sink
 
@@ -64,7 +64,9 @@ def test_serve_answers_both_ports_lands_a_push_and_exits_0_on_sigterm(sink: Runn
     assert sink.process.wait(timeout=60) == 0
     rows = DeltaTable(sink.table_uri).to_pyarrow_table().to_pylist()
     kip714 = [row for row in rows if row["subscription_id"] != 0]
-    assert [row["client_instance_id"] for row in kip714] == [str(UUID(bytes=got.client_instance_id))]
+    assert [row["client_instance_id"] for row in kip714] == [
+        kafka_uuid_string(UUID(bytes=got.client_instance_id))
+    ]
     assert kip714[0]["client_id"] == "rdkafka"
     assert len(rows) == 2  # and the OTLP push
 

@@ -24,6 +24,7 @@ from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscr
 
 from ingest.config import SinkConfig, SinkConfigError
 from ingest.http_app import GET_PATH, PUSH_PATH
+from ingest.identity import parse_instance_id
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.server import SHUTDOWN_INCOMPLETE_EXIT_CODE, Sink
@@ -84,7 +85,8 @@ async def test_sigterm_under_load_loses_no_acknowledged_push(tmp_path: Path) -> 
                 code = await asyncio.to_thread(sink.process.wait)
     assert code == 0, sink.log.read_text()
     landed = Counter(
-        UUID(row["client_instance_id"]) for row in DeltaTable(sink.table_uri).to_pyarrow_table().to_pylist()
+        parse_instance_id(row["client_instance_id"])
+        for row in DeltaTable(sink.table_uri).to_pyarrow_table().to_pylist()
     )
     assert acked.total() >= ACKS_BEFORE_SIGTERM
     missing = {instance: n - landed[instance] for instance, n in acked.items() if landed[instance] < n}

@@ -14,6 +14,7 @@ import exporters.delta.schema as schema_module
 from exporters import TELEMETRY_PUSHES_SCHEMA, DeltaLandingExporter, ExportResult, TelemetryPush
 from exporters.delta.appender import AppendError, DeltaAppender
 from exporters.delta.schema import PARTITION_BY, pushes_to_table
+from subscriptions import kafka_uuid_string
 from tests.support.clock import T0
 from tests.support.otlp import push
 from tests.support.storage_faults import write_faults
@@ -60,7 +61,7 @@ async def test_pushes_land_row_by_row_with_their_whole_context(tmp_path: Path) -
         row, c = rows[p.context.push_id], p.context
         assert row["payload"] == p.payload
         assert row["payload_bytes"] == len(p.payload)
-        assert row["client_instance_id"] == str(c.client_instance_id)
+        assert row["client_instance_id"] == kafka_uuid_string(c.client_instance_id)  # Kafka's form
         assert (row["subscription_id"], row["principal"], row["client_id"]) == (
             c.subscription_id,
             c.principal,

@@ -27,7 +27,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from exporters import Exporter, ExportResult, TelemetryPush
 from ingest.config import SinkConfig
 from ingest.server import Sink
-from subscriptions import ClientContext
+from subscriptions import ClientContext, kafka_uuid_string
 from subscriptions.metrics import PUSH
 from tests.support.clock import eventually
 
@@ -167,7 +167,7 @@ async def test_producer_pushes_land_with_its_instance_software_compression_and_t
         await eventually(lambda: sink.manager.instance(instance_id) is None)  # evicted with its connection
     rows = _rows(sink)
     assert len(rows) >= 3
-    assert {row["client_instance_id"] for row in rows} == {str(instance_id)}
+    assert {row["client_instance_id"] for row in rows} == {kafka_uuid_string(instance_id)}  # as Kafka logs it
     assert {row["client_id"] for row in rows} == {"orders-app"}
     assert {row["client_software_name"] for row in rows} == {"confluent-kafka-python"}
     assert {row["client_software_version"] for row in rows} == {SOFTWARE_VERSION}

@@ -28,6 +28,7 @@ from spark_jobs.dashboards.queries import (
 from spark_jobs.lake import DeltaLake
 from spark_jobs.transforms.rollup import rollup_schema
 from spark_jobs.views import register_views
+from subscriptions import kafka_uuid_string
 from tests.spark_jobs.dashboards.conftest import HOSTILE, SNAPSHOTS, Dataset
 from tests.support.fleet import START_MS
 
@@ -71,7 +72,7 @@ def _points(dataset: Dataset) -> list[tuple[str, str, float, int]]:
                 for metric in scope.metrics:
                     for point in metric.gauge.data_points:
                         value = point.as_double if point.HasField("as_double") else float(point.as_int)
-                        instance = str(push.context.client_instance_id)
+                        instance = kafka_uuid_string(push.context.client_instance_id)
                         out.append((instance, metric.name, value, point.time_unix_nano // 1_000_000))
     return out
 
@@ -183,7 +184,9 @@ def test_windows_over_whole_hours_read_the_hourly_rollup_and_agree_with_the_poin
 
 
 def test_top_entities_rank_a_gauge_over_all_the_entitys_clients(dataset: Dataset, page: str) -> None:
-    users = {str(push.context.client_instance_id): push.context.principal for push in dataset.pushes}
+    users = {
+        kafka_uuid_string(push.context.client_instance_id): push.context.principal for push in dataset.pushes
+    }
     values: dict[str, list[float]] = defaultdict(list)
     for instance, metric, value, _ in _points(dataset):
         if metric == LATENCY:
@@ -214,13 +217,15 @@ def test_throttling_ranks_entities_and_follows_throttle_time_and_tokens(page: st
 def test_the_drill_down_lists_every_client_instance_and_its_metrics(dataset: Dataset, page: str) -> None:
     data = page_data(page)
     clients = records(data, "clients")
-    assert {r["client_instance_id"] for r in clients} == {str(uuid.UUID(int=i + 1)) for i in (*range(6), 7)}
+    assert {r["client_instance_id"] for r in clients} == {
+        kafka_uuid_string(uuid.UUID(int=i + 1)) for i in (*range(6), 7)
+    }
     assert HOSTILE in {r["client_id"] for r in clients}
     seen: dict[str, set[str]] = defaultdict(set)
     for push in dataset.pushes[:-1]:
         for resource in MetricsData.FromString(push.payload).resource_metrics:
             for scope in resource.scope_metrics:
-                seen[str(push.context.client_instance_id)].update(m.name for m in scope.metrics)
+                seen[kafka_uuid_string(push.context.client_instance_id)].update(m.name for m in scope.metrics)
     metrics: dict[str, set[object]] = defaultdict(set)
     for row in records(data, "client_metrics"):
         metrics[str(row["client_instance_id"])].add(row["metric_name"])
@@ -278,7 +283,7 @@ def test_metrics_with_no_number_rank_last_instead_of_failing_the_page(
     def row(instance: int, metric: str, kind: str, **measures: float | None) -> dict[str, object]:
         return {
             "bucket_start": start,
-            "client_instance_id": str(uuid.UUID(int=instance)),
+            "client_instance_id": kafka_uuid_string(uuid.UUID(int=instance)),
             "client_id": f"c{instance}",
             "metric_name": metric,
             "metric_kind": kind,
@@ -314,4 +319,4 @@ def test_metrics_with_no_number_rank_last_instead_of_failing_the_page(
     peaks = {
         (r["client_instance_id"], r["metric_name"]): r["peak"] for r in results["client_metrics"].records()
     }
-    assert peaks[(str(uuid.UUID(int=2)), "latency")] is None
+    assert peaks[(kafka_uuid_string(uuid.UUID(int=2)), "latency")] is None

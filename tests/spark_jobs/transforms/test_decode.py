@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -45,7 +46,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 )
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from exporters.delta.schema import TELEMETRY_PUSHES_SCHEMA
+from exporters.delta.schema import TELEMETRY_PUSHES_SCHEMA, kafka_instance_id
 from ingest.codec import decompress
 from ingest.limits import DEFAULT_LIMITS
 from spark_jobs.tables import METRIC_POINTS_SCHEMA
@@ -110,7 +111,7 @@ def bronze(payloads: list[bytes]) -> pa.RecordBatch:
         "push_id": [f"push-{i}" for i in range(n)],
         "date": ["2026-11-23"] * n,
         "received_at": [RECEIVED_US] * n,
-        "client_instance_id": [f"00000000-0000-0000-0000-{i:012d}" for i in range(n)],
+        "client_instance_id": [kafka_instance_id(uuid.UUID(int=i)) for i in range(n)],  # as bronze has it
         "subscription_id": [7] * n,
         "principal": ["User:alice"] * n,
         "client_id": [f"producer-{i}" for i in range(n)],
@@ -439,7 +440,7 @@ def test_resource_scope_metric_and_push_columns_are_copied_to_each_point() -> No
     assert len(decoded) == 3
     assert {k: row[k] for k in ("push_id", "client_instance_id", "principal", "client_id")} == {
         "push_id": "push-1",
-        "client_instance_id": "00000000-0000-0000-0000-000000000001",
+        "client_instance_id": "AAAAAAAAAAAAAAAAAAAAAQ",  # passed through as bronze holds it
         "principal": "User:alice",
         "client_id": "producer-1",
     }
