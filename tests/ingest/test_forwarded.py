@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import pyarrow as pa
 import pytest
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prometheus_client.parser import text_string_to_metric_families
@@ -26,6 +27,7 @@ from ingest.proto import client_telemetry_pb2 as pb
 from ingest.quotas import DEFAULT, ClientQuotaEntity
 from ingest.security import Authenticator
 from spark_jobs.transforms.decode import decode_batches
+from subscriptions import kafka_uuid_string
 from tests.support.clock import FakeClock
 from tests.support.forwarders import (
     FIXTURES,
@@ -36,6 +38,7 @@ from tests.support.forwarders import (
     points_of,
     strimzi_via_collector,
 )
+from tests.support.otlp import sdk_metrics
 from tests.support.pipeline import kafka_pipeline
 from tests.support.rollup_reference import client_rows, entity_rows
 from tests.support.servers import Endpoints, serve_both
@@ -240,3 +243,33 @@ async def test_raw_forwarders_bodies_land_only_with_tolerant_intake_and_each_rep
     assert len(exporter.pushes) == (4 if tolerant else 0)
     for push in exporter.pushes:
         assert MetricsData.FromString(push.payload) == librdkafka_metrics()
+
+
+async def test_an_sdk_built_collector_batch_of_several_clients_lands_one_row_each(sink: Sink) -> None:
+    """Each client's telemetry collected and encoded by the OpenTelemetry SDK, its KIP-714 labels as
+    resource attributes, several clients batched into one request as a Collector does."""
+    clients = [ALICE, BOB, Client(uuid.UUID(int=3), "orders", "carol")]
+    requests = [
+        encode_metrics(
+            sdk_metrics(
+                "kafka-client",
+                client_instance_id=kafka_uuid_string(c.instance_id),
+                client_id=c.client_id,
+                principal=c.user,
+            )
+        )
+        for c in clients
+    ]
+    batch = collector_batch([MetricsData(resource_metrics=r.resource_metrics) for r in requests])
+    answer = await sink.endpoints.http.post(
+        OTLP_METRICS_PATH, content=batch, headers={"Authorization": f"Bearer {BROKER_TOKEN}", **PROTOBUF}
+    )
+    assert answer.status_code == 200
+    landed = sink.landed()
+    assert {i: _row(p)[:2] for i, p in landed.items()} == {
+        c.instance_id: (c.client_id, c.principal) for c in clients
+    }
+    for client in clients:
+        (resource_metrics,) = MetricsData.FromString(landed[client.instance_id].payload).resource_metrics
+        names = {a.key: a.value.string_value for a in resource_metrics.resource.attributes}
+        assert names["client_id"] == client.client_id
