@@ -36,7 +36,7 @@ unit: setup browser
 
 test: lint typecheck unit
 
-# The sink on its embedded default (./data, ports 4317 and 4318); telemetry-sink.yaml if present.
+# The sink on its embedded default (./data; gRPC 4317, HTTP 4318, Kafka 9094); telemetry-sink.yaml if present.
 run: setup
 	$(BIN)/telemetry-sink serve $(if $(wildcard telemetry-sink.yaml),--config telemetry-sink.yaml)
 

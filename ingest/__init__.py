@@ -1,3 +1,4 @@
-"""The ingest front end: servers, identity, payload checks, quotas, and the ``telemetry-sink`` CLI."""
+"""The ingest front end: servers, identity, payload checks, quotas, the admin plane, and the front
+end's subcommands (``ingest.cli``; the ``telemetry-sink`` command itself is ``telemetry_sink``)."""
 
 __all__: list[str] = []

@@ -36,7 +36,7 @@ that won). For AlterClientQuotas the answer is 409 too, with the entries' errors
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Literal, cast
 
 from aiohttp import web
@@ -192,52 +192,77 @@ def admin_routes(
     admin: SinkAdmin, client_of: Callable[[web.Request], ClientContext]
 ) -> Sequence[web.RouteDef]:
     """The admin routes; ``client_of`` gives the authenticated client context of a request."""
+    handlers = _AdminHandlers(admin)
 
-    def handler(
-        serve: Callable[[web.Request, ClientContext], Any],
-    ) -> Callable[[web.Request], Any]:
+    def handler(serve: Callable[[web.Request, ClientContext], Awaitable[web.Response]]) -> _Handler:
         async def handle(request: web.Request) -> web.Response:
             client = client_of(request)
             try:
-                return cast(web.Response, await serve(request, client))
+                return await serve(request, client)
             except _BadRequestError as exc:
                 return _answer(client, Errors.INVALID_REQUEST, str(exc))
 
         return handle
 
-    async def list_subscriptions(request: web.Request, client: ClientContext) -> web.Response:
-        result = admin.list_subscriptions(client)
-        return _result(client, result, subscriptions=result.value, offset=admin.follower.image.version)
+    p = ADMIN_PREFIX
+    return [
+        web.get(f"{p}/subscriptions", handler(handlers.list_subscriptions)),
+        web.get(f"{p}/subscriptions/{{name}}", handler(handlers.describe_subscription)),
+        web.put(f"{p}/subscriptions/{{name}}", handler(handlers.put_subscription)),
+        web.patch(f"{p}/subscriptions/{{name}}", handler(handlers.patch_subscription)),
+        web.delete(f"{p}/subscriptions/{{name}}", handler(handlers.delete_subscription)),
+        web.get(f"{p}/client-quotas", handler(handlers.describe_quotas)),
+        web.post(f"{p}/client-quotas/describe", handler(handlers.describe_quotas)),
+        web.post(f"{p}/client-quotas/alter", handler(handlers.alter_quotas)),
+        web.get(f"{p}/client-instances", handler(handlers.list_instances)),
+        web.get(f"{p}/client-instances/{{instance_id}}", handler(handlers.describe_instance)),
+        web.get(f"{p}/config-log", handler(handlers.history)),
+    ]
 
-    async def describe_subscription(request: web.Request, client: ClientContext) -> web.Response:
+
+_Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+class _AdminHandlers:
+    """One method per admin route: the request's client in, the answer out (``_BadRequestError``
+    for a request that cannot be read, which ``admin_routes`` answers INVALID_REQUEST)."""
+
+    def __init__(self, admin: SinkAdmin) -> None:
+        self.admin = admin
+
+    async def list_subscriptions(self, request: web.Request, client: ClientContext) -> web.Response:
+        result = self.admin.list_subscriptions(client)
+        return _result(client, result, subscriptions=result.value, offset=self.admin.follower.image.version)
+
+    async def describe_subscription(self, request: web.Request, client: ClientContext) -> web.Response:
         name = request.match_info["name"]
-        result = admin.describe_subscription(client, name)
+        result = self.admin.describe_subscription(client, name)
         return _result(client, result, name=name, properties=result.value)
 
-    async def put_subscription(request: web.Request, client: ClientContext) -> web.Response:
+    async def put_subscription(self, request: web.Request, client: ClientContext) -> web.Response:
         properties = cast(dict[str, PropertyValue], _properties(await _json(request, {}), nullable=False))
-        result = await admin.alter_subscription(
+        result = await self.admin.alter_subscription(
             client, request.match_info["name"], properties, validate_only=_flag(request, "validate_only")
         )
         return _result(client, result, offset=result.value)
 
-    async def patch_subscription(request: web.Request, client: ClientContext) -> web.Response:
+    async def patch_subscription(self, request: web.Request, client: ClientContext) -> web.Response:
         changes = _properties(await _json(request, {}), nullable=True)
-        result = await admin.update_subscription(
+        result = await self.admin.update_subscription(
             client, request.match_info["name"], changes, validate_only=_flag(request, "validate_only")
         )
         return _result(client, result, offset=result.value)
 
-    async def delete_subscription(request: web.Request, client: ClientContext) -> web.Response:
-        result = await admin.alter_subscription(
+    async def delete_subscription(self, request: web.Request, client: ClientContext) -> web.Response:
+        result = await self.admin.alter_subscription(
             client, request.match_info["name"], {}, validate_only=_flag(request, "validate_only")
         )
         return _result(client, result, offset=result.value)
 
-    async def describe_quotas(request: web.Request, client: ClientContext) -> web.Response:
+    async def describe_quotas(self, request: web.Request, client: ClientContext) -> web.Response:
         body = await _json(request, None) if request.method == "POST" else None
         components, strict = _components(body)
-        result = admin.describe_client_quotas(client, components, strict=strict)
+        result = self.admin.describe_client_quotas(client, components, strict=strict)
         entries = [
             {
                 "entity": _entity_json(parts),
@@ -247,11 +272,11 @@ def admin_routes(
         ]
         return _result(client, result, entries=entries)
 
-    async def alter_quotas(request: web.Request, client: ClientContext) -> web.Response:
+    async def alter_quotas(self, request: web.Request, client: ClientContext) -> web.Response:
         body = await _json(request, None)
         alterations = _alterations(body)
         validate_only = bool(body.get("validate_only")) or _flag(request, "validate_only")
-        result = await admin.alter_client_quotas(client, alterations, validate_only=validate_only)
+        result = await self.admin.alter_client_quotas(client, alterations, validate_only=validate_only)
         errors = {error for _, error, _ in result.entries}
         denied = errors == {Errors.CLUSTER_AUTHORIZATION_FAILED}
         overall = Errors.CLUSTER_AUTHORIZATION_FAILED if denied else Errors.NONE
@@ -270,46 +295,31 @@ def admin_routes(
         message = conflicts[0] if conflicts else None
         return _answer(client, overall, message, result.throttle_time_ms, entries=entries)
 
-    async def list_instances(request: web.Request, client: ClientContext) -> web.Response:
+    async def list_instances(self, request: web.Request, client: ClientContext) -> web.Response:
         try:
             limit = int(request.query.get("limit", _DEFAULT_LIMIT))
         except ValueError as exc:
             raise _BadRequestError(f"limit: {exc}") from exc
-        result = admin.list_instances(client, max(0, limit))
-        return _result(client, result, instances=result.value, count=admin.manager.instance_count)
+        result = self.admin.list_instances(client, max(0, limit))
+        return _result(client, result, instances=result.value, count=self.admin.manager.instance_count)
 
-    async def describe_instance(request: web.Request, client: ClientContext) -> web.Response:
+    async def describe_instance(self, request: web.Request, client: ClientContext) -> web.Response:
         try:
             instance_id = parse_instance_id(request.match_info["instance_id"])
         except ValueError as exc:
             raise _BadRequestError(str(exc)) from exc
         assert instance_id is not None
-        result = admin.describe_instance(client, instance_id)
+        result = self.admin.describe_instance(client, instance_id)
         if result.error is Errors.NONE and result.value is None:
             message = f"no client instance {kafka_uuid_string(instance_id)} on this replica"
             body = {"error_code": int(Errors.INVALID_REQUEST), "error": "INVALID_REQUEST", "message": message}
             return web.json_response(body, status=404)
         return _result(client, result, instance=result.value)
 
-    async def history(request: web.Request, client: ClientContext) -> web.Response:
+    async def history(self, request: web.Request, client: ClientContext) -> web.Response:
         try:
             since = int(request.query.get("since", "-1"))
         except ValueError as exc:
             raise _BadRequestError(f"since: {exc}") from exc
-        result = await admin.history(client, since)
+        result = await self.admin.history(client, since)
         return _result(client, result, changes=[_record_json(r) for r in result.value or []])
-
-    p = ADMIN_PREFIX
-    return [
-        web.get(f"{p}/subscriptions", handler(list_subscriptions)),
-        web.get(f"{p}/subscriptions/{{name}}", handler(describe_subscription)),
-        web.put(f"{p}/subscriptions/{{name}}", handler(put_subscription)),
-        web.patch(f"{p}/subscriptions/{{name}}", handler(patch_subscription)),
-        web.delete(f"{p}/subscriptions/{{name}}", handler(delete_subscription)),
-        web.get(f"{p}/client-quotas", handler(describe_quotas)),
-        web.post(f"{p}/client-quotas/describe", handler(describe_quotas)),
-        web.post(f"{p}/client-quotas/alter", handler(alter_quotas)),
-        web.get(f"{p}/client-instances", handler(list_instances)),
-        web.get(f"{p}/client-instances/{{instance_id}}", handler(describe_instance)),
-        web.get(f"{p}/config-log", handler(history)),
-    ]

@@ -2,8 +2,8 @@
 
 Named as a Kafka operator expects (``kafka-client-metrics.sh``, ``kafka-configs.sh``)::
 
-    telemetry-sink admin [--url URL] [--token TOKEN] [--cacert FILE] [--cert FILE [--key FILE]]
-                         [--timeout S] [--json] COMMAND
+    telemetry-sink admin [--config FILE] [--url URL] [--token TOKEN] [--cacert FILE]
+                         [--cert FILE [--key FILE]] [--timeout S] [--json] COMMAND
       subscriptions list | describe NAME | delete NAME
       subscriptions alter NAME [--metrics a,b] [--interval MS] [--match k=regex,...]
                                [--delete-config KEY,...] [--validate-only]
@@ -46,6 +46,7 @@ from urllib.parse import quote
 import httpx
 
 from ingest.admin_api import ADMIN_PREFIX
+from ingest.config import ServerConfig, SinkConfig, SinkConfigError
 from ingest.config_log import ENTITY_FIELDS, MATCH_DEFAULT, MATCH_EXACT
 from ingest.errors import error_name
 from ingest.identity import CLIENT_ID_HEADER
@@ -59,11 +60,11 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "TOKEN_ENV",
-    "add_admin_parser",
+    "add_admin_arguments",
     "run_admin",
 ]
 
-DEFAULT_URL: Final = "http://localhost:4318"
+DEFAULT_URL: Final = f"http://localhost:{ServerConfig().http_port}"
 TOKEN_ENV: Final = "TELEMETRY_SINK_ADMIN_TOKEN"
 ADMIN_CLIENT_ID: Final = "telemetry-sink-admin"
 """Sent as the Kafka client id: with the principal, it names the mutation quota's entity (KIP-599)."""
@@ -149,20 +150,18 @@ def _non_negative(text: str) -> int:
 # -- the parser -----------------------------------------------------------------------------------
 
 
-def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``admin`` and its commands; ``run_admin`` runs what it parsed."""
-    admin = commands.add_parser(
-        "admin",
-        help="inspect and change subscriptions, client quotas, client instances (the admin API)",
-        description="A client of the sink's admin HTTP API, named like kafka-client-metrics.sh and "
+def add_admin_arguments(admin: argparse.ArgumentParser) -> None:
+    """Declare ``admin`` and its commands on ``admin``; ``run_admin`` runs what it parsed."""
+    admin.description = (
+        "A client of the sink's admin HTTP API, named like kafka-client-metrics.sh and "
         "kafka-configs.sh. Needs a super user's credential: a bearer token (--token or "
         f"{TOKEN_ENV}) or a client certificate. Exits 0 on success, 1 when the sink answered an "
-        "error, 2 on a usage error or when the sink cannot be reached.",
+        "error, 2 on a usage error or when the sink cannot be reached."
     )
     admin.add_argument(
         "--url",
-        default=DEFAULT_URL,
-        help=f"the sink's HTTP listener, URL or HOST:PORT (default: {DEFAULT_URL})",
+        help="the sink's HTTP listener, URL or HOST:PORT (default: localhost at --config's "
+        f"server.http_port, https with its server.tls_cert_file; without --config {DEFAULT_URL})",
     )
     admin.add_argument(
         "--token", help=f"bearer token of a super user (default: ${TOKEN_ENV}, which is safer: not in `ps`)"
@@ -195,6 +194,7 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="only changes after this offset (default: all)",
     )
     log.set_defaults(admin_call=_log)
+    admin.set_defaults(run=run_admin)
 
 
 def _add_subscriptions(resources: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -603,7 +603,17 @@ def _verify(args: argparse.Namespace) -> ssl.SSLContext | bool:
     return context
 
 
-def _base_url(url: str) -> str:
+def _base_url(args: argparse.Namespace) -> str:
+    """``--url``, else the HTTP listener of ``--config`` on this host, else ``DEFAULT_URL``."""
+    url: str | None = args.url
+    if url is None and getattr(args, "config", None) is not None:
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}  # not a setting of the sink
+        try:
+            server = SinkConfig.load(args.config, env).server
+        except SinkConfigError as exc:
+            raise _UsageError(f"--config {args.config}: {exc}") from exc
+        url = f"{'https' if server.tls_cert_file else 'http'}://localhost:{server.http_port}"
+    url = url or DEFAULT_URL
     return (url if "://" in url else f"http://{url}").rstrip("/")
 
 
@@ -627,17 +637,17 @@ def _error(answer: Answer) -> str | None:
 
 
 def run_admin(args: argparse.Namespace) -> int:
-    """Send the request ``add_admin_parser`` parsed, print the answer; the exit status (``EXIT_*``)."""
+    """Send the request ``add_admin_arguments`` declared, print the answer; the exit status (``EXIT_*``)."""
     try:
         call: _Call = args.admin_call(args)
         token = _token(args)
         verify = _verify(args)
         if args.timeout <= 0:
             raise _UsageError("--timeout must be positive")
+        base_url = _base_url(args)
     except _UsageError as exc:
         print(f"{_PROG}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    base_url = _base_url(args.url)
     headers = {CLIENT_ID_HEADER: ADMIN_CLIENT_ID}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
@@ -647,7 +657,7 @@ def run_admin(args: argparse.Namespace) -> int:
                 call.method, ADMIN_PREFIX + call.path, params=call.params, json=call.body
             )
     except httpx.InvalidURL as exc:
-        print(f"{_PROG}: --url {args.url}: {exc}", file=sys.stderr)
+        print(f"{_PROG}: --url {base_url}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except httpx.HTTPError as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__

@@ -1,8 +1,11 @@
 """The front end's subcommands of ``telemetry-sink`` (the command itself is ``telemetry_sink.cli``).
 
-``serve`` (run the sink), ``maintain`` (compact, checkpoint and vacuum the bronze Delta tables),
-``admin`` (subscriptions, client quotas, client instances and the config log through the admin API,
+``serve`` (run the sink), ``maintain`` (compact, checkpoint and vacuum the Delta tables), ``admin``
+(subscriptions, client quotas, client instances and the config log through the admin API,
 ``ingest.admin_cli``) and ``loadgen`` (a simulated fleet of KIP-714 clients, ``ingest.loadgen``).
+
+Each subcommand imports what it runs when it is declared or run, not when this module is imported:
+``telemetry-sink admin`` does not start a gRPC server's imports, ``--help`` none at all.
 """
 
 from __future__ import annotations
@@ -14,90 +17,78 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
 
-from deltalake.exceptions import TableNotFoundError
-
-from exporters import delta_tables_under, list_shards, maintain
-from exporters.delta.maintenance import (
-    DEFAULT_RETENTION_HOURS,
-    MIN_RETENTION_HOURS,
-    RetentionTooShortError,
-    check_retention,
-)
-from exporters.delta.object_store import commit_safety_problems
-from ingest.admin_cli import add_admin_parser, run_admin
-from ingest.config import SinkConfig, SinkConfigError
-from ingest.config_log import CONFIG_LOG_TABLE
-from ingest.loadgen import (
-    CLIENT_KINDS,
-    DEFAULT_GRPC_ADDRESS,
-    DEFAULT_HTTP_ADDRESS,
-    DEFAULT_OTLP_INTERVAL_MS,
-    Credentials,
-    LoadgenOptions,
-    Summary,
-    TargetUnreachableError,
-    run_loadgen,
-)
-from ingest.server import serve
-
-__all__ = ["BRONZE_TABLES", "add_commands"]
+__all__ = ["BRONZE_TABLES", "add_arguments"]
 
 BRONZE_TABLES = ("telemetry_pushes", "quota_samples")
 
 
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], lake: argparse.ArgumentParser
-) -> None:
-    """The front end's subcommands, each with its ``run`` function as a default; those that use the
-    Delta tables take the ``lake`` options (``--data-root``, ``--storage-option``)."""
-    serve_cmd = commands.add_parser(
-        "serve",
-        help="run the sink: gRPC (4317) and HTTP (4318) on one event loop, landing in Delta",
-        description="Run the sink until SIGTERM or SIGINT. Without --config it uses the embedded "
-        "default (data root ./data, ports 4317 and 4318, a subscription to every Kafka client metric); "
-        "TELEMETRY_SINK_* environment variables override any setting (see ingest/config.py).",
-    )
-    serve_cmd.add_argument("--config", metavar="FILE", help="the YAML configuration file")
-    serve_cmd.set_defaults(run=_serve)
+def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
+    """Declare one of the front end's subcommands on ``parser``, with its ``run`` function as a
+    default (``telemetry_sink.cli`` has already added ``--config``, and for ``maintain`` the lake
+    options ``--data-root`` and ``--storage-option``)."""
+    _DECLARATIONS[command](parser)
 
-    maintain_cmd = commands.add_parser(
-        "maintain",
-        parents=[lake],
-        help="compact, vacuum and checkpoint the Delta tables (while the sink and rollups write: vacuum "
-        f"never deletes files younger than {MIN_RETENTION_HOURS} hours)",
-        description="Compact small files, vacuum unreferenced ones older than the retention, and "
-        "write a checkpoint, for each bronze table under the data root (on a local root, every "
-        "replica's shard <root>/<table>/<replica>, and also the rollups' silver and gold tables; on "
-        "an object store, name shards and other tables with --table-uri).",
+
+def _declare_serve(parser: argparse.ArgumentParser) -> None:
+    from ingest.config import KafkaListenerConfig, ServerConfig  # noqa: PLC0415 - see the docstring
+
+    server, kafka = ServerConfig(), KafkaListenerConfig()
+    parser.description = (
+        "Run the sink until SIGTERM or SIGINT. Without --config it uses the embedded default (data "
+        f"root ./data; gRPC on port {server.grpc_port}, HTTP on {server.http_port}, the Kafka listener "
+        f"on {kafka.port}; a subscription to every Kafka client metric); TELEMETRY_SINK_* environment "
+        "variables override any setting (see docs/ingest.md)."
     )
-    maintain_cmd.add_argument(
+    parser.set_defaults(run=_serve)
+
+
+def _declare_maintain(parser: argparse.ArgumentParser) -> None:
+    from exporters.delta.maintenance import (  # noqa: PLC0415 - see the docstring
+        DEFAULT_RETENTION_HOURS,
+        MIN_RETENTION_HOURS,
+    )
+
+    parser.description = (
+        "Compact small files, vacuum unreferenced ones older than the retention, and write a "
+        "checkpoint, for each bronze table under the data root (on a local root, every replica's shard "
+        "<root>/<table>/<replica>, and also the rollups' silver and gold tables; on an object store, "
+        "name shards and other tables with --table-uri). Safe while the sink and rollups write: vacuum "
+        f"never deletes files younger than {MIN_RETENTION_HOURS} hours."
+    )
+    parser.add_argument(
         "--table",
         action="append",
         metavar="NAME",
         help="only this table under the data root, e.g. telemetry_pushes (repeatable; default: all)",
     )
-    maintain_cmd.add_argument(
+    parser.add_argument(
         "--retention-hours",
         type=int,
         default=DEFAULT_RETENTION_HOURS,
         help="vacuum files unreferenced for at least this long; a commit in flight has unreferenced "
         f"files, so less than {MIN_RETENTION_HOURS} is refused (default: {DEFAULT_RETENTION_HOURS})",
     )
-    maintain_cmd.add_argument(
+    parser.add_argument(
         "--table-uri", action="append", default=[], metavar="URI", help="also this table (repeatable)"
     )
-    maintain_cmd.set_defaults(run=_maintain)
-    maintain_cmd.add_argument("--no-compact", action="store_true", help="skip compaction")
-    maintain_cmd.add_argument("--no-vacuum", action="store_true", help="skip vacuum")
-    maintain_cmd.add_argument("--no-checkpoint", action="store_true", help="skip the checkpoint")
-    add_admin_parser(commands)
-    commands.choices["admin"].set_defaults(run=run_admin)
-    _add_loadgen_parser(commands)
+    parser.add_argument("--no-compact", action="store_true", help="skip compaction")
+    parser.add_argument("--no-vacuum", action="store_true", help="skip vacuum")
+    parser.add_argument("--no-checkpoint", action="store_true", help="skip the checkpoint")
+    parser.set_defaults(run=_maintain)
+
+
+def _declare_admin(parser: argparse.ArgumentParser) -> None:
+    from ingest.admin_cli import add_admin_arguments  # noqa: PLC0415 - see the docstring
+
+    add_admin_arguments(parser)
 
 
 def _kinds(text: str) -> tuple[str, ...]:
+    from ingest.loadgen import CLIENT_KINDS  # noqa: PLC0415 - see the docstring
+
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     unknown = [k for k in kinds if k not in CLIENT_KINDS]
     if unknown or not kinds:
@@ -105,16 +96,20 @@ def _kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
-def _add_loadgen_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    loadgen = commands.add_parser(
-        "loadgen",
-        help="run a simulated fleet of KIP-714 clients against a sink and print a summary",
-        description="Simulate N Kafka clients in one process: each asks GetTelemetrySubscriptions, then "
+def _declare_loadgen(loadgen: argparse.ArgumentParser) -> None:
+    from ingest.loadgen import (  # noqa: PLC0415 - see the docstring
+        DEFAULT_GRPC_ADDRESS,
+        DEFAULT_HTTP_ADDRESS,
+        DEFAULT_OTLP_INTERVAL_MS,
+    )
+
+    loadgen.description = (
+        "Simulate N Kafka clients in one process: each asks GetTelemetrySubscriptions, then "
         "pushes librdkafka-shaped OTLP metrics (filtered to the subscription, compressed with the first "
         "codec it accepts) at the returned interval, honours throttle times, re-Gets on "
         "UNKNOWN_SUBSCRIPTION_ID, stops on the codes Kafka clients treat as fatal, and sends a "
         "terminating push at the end. Exits 0 when at least one push was accepted, 1 when none was or "
-        "the target is unreachable. Ctrl-C ends the run early (terminating pushes and summary included).",
+        "the target is unreachable. Ctrl-C ends the run early (terminating pushes and summary included)."
     )
     loadgen.add_argument(
         "--clients", type=int, default=10, metavar="N", help="simulated clients (default: 10)"
@@ -131,15 +126,15 @@ def _add_loadgen_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     loadgen.add_argument(
         "--grpc",
-        default=DEFAULT_GRPC_ADDRESS,
         metavar="HOST:PORT",
-        help=f"gRPC address for the grpc and otlp targets (default: {DEFAULT_GRPC_ADDRESS})",
+        help="gRPC address for the grpc and otlp targets (default: localhost at --config's "
+        f"server.grpc_port; without --config {DEFAULT_GRPC_ADDRESS})",
     )
     loadgen.add_argument(
         "--http",
-        default=DEFAULT_HTTP_ADDRESS,
         metavar="HOST:PORT",
-        help=f"HTTP address or URL for the http target (default: {DEFAULT_HTTP_ADDRESS})",
+        help="HTTP address or URL for the http target (default: localhost at --config's "
+        f"server.http_port; without --config {DEFAULT_HTTP_ADDRESS})",
     )
     loadgen.add_argument(
         "--seed", type=int, default=0, help="makes values and jitter repeatable (default: 0)"
@@ -194,7 +189,21 @@ def _add_loadgen_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     loadgen.set_defaults(run=_loadgen)
 
 
+_DECLARATIONS: Final[Mapping[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "serve": _declare_serve,
+    "maintain": _declare_maintain,
+    "admin": _declare_admin,
+    "loadgen": _declare_loadgen,
+}
+
+
 def _maintain(args: argparse.Namespace) -> int:
+    from deltalake.exceptions import TableNotFoundError  # noqa: PLC0415 - see the docstring
+
+    from exporters import maintain  # noqa: PLC0415
+    from exporters.delta.maintenance import RetentionTooShortError, check_retention  # noqa: PLC0415
+    from exporters.delta.object_store import commit_safety_problems  # noqa: PLC0415
+
     try:
         check_retention(args.retention_hours)
     except RetentionTooShortError as exc:
@@ -230,6 +239,9 @@ def _maintain(args: argparse.Namespace) -> int:
 def _derived_tables(root: str, storage_options: Mapping[str, str]) -> list[str]:
     """The other Delta tables directly under the data root: the Spark jobs' silver and gold tables
     (not the config log, whose history the replicas read)."""
+    from exporters import delta_tables_under  # noqa: PLC0415 - see the docstring
+    from ingest.config_log import CONFIG_LOG_TABLE  # noqa: PLC0415
+
     return [
         name
         for name in (uri.rsplit("/", 1)[1] for uri in delta_tables_under(root, storage_options))
@@ -242,6 +254,8 @@ def _tables_to_maintain(
 ) -> list[str]:
     """Each named table under the data root (a path or an object-store URI), or each of its replica
     shards; by default the bronze tables and every other table there (silver and gold)."""
+    from exporters import list_shards  # noqa: PLC0415 - see the docstring
+
     if not names:
         names = [*BRONZE_TABLES, *_derived_tables(root, storage_options)]
     uris = []
@@ -252,6 +266,9 @@ def _tables_to_maintain(
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from ingest.config import SinkConfig, SinkConfigError  # noqa: PLC0415 - see the docstring
+    from ingest.server import serve  # noqa: PLC0415
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = SinkConfig.load(args.config)
@@ -261,7 +278,33 @@ def _serve(args: argparse.Namespace) -> int:
     return asyncio.run(serve(config))
 
 
+def _targets(args: argparse.Namespace) -> tuple[str, str]:
+    """The gRPC and HTTP addresses: the flags, else the ports of ``--config`` on this host, else the
+    loadgen's defaults; SinkConfigError for a bad file."""
+    from ingest.config import SinkConfig  # noqa: PLC0415 - see the docstring
+    from ingest.loadgen import DEFAULT_GRPC_ADDRESS, DEFAULT_HTTP_ADDRESS  # noqa: PLC0415
+
+    if args.config is None:
+        return args.grpc or DEFAULT_GRPC_ADDRESS, args.http or DEFAULT_HTTP_ADDRESS
+    server = SinkConfig.load(args.config).server
+    return args.grpc or f"localhost:{server.grpc_port}", args.http or f"localhost:{server.http_port}"
+
+
 def _loadgen(args: argparse.Namespace) -> int:
+    from ingest.config import SinkConfigError  # noqa: PLC0415 - see the docstring
+    from ingest.loadgen import (  # noqa: PLC0415
+        Credentials,
+        LoadgenOptions,
+        Summary,
+        TargetUnreachableError,
+        run_loadgen,
+    )
+
+    try:
+        grpc_address, http_address = _targets(args)
+    except SinkConfigError as exc:
+        print(f"telemetry-sink loadgen: {exc}", file=sys.stderr)
+        return 2
     token = None
     if args.token_file is not None:
         try:
@@ -277,8 +320,8 @@ def _loadgen(args: argparse.Namespace) -> int:
         clients=args.clients,
         duration_s=args.duration,
         target=args.target,
-        grpc_address=args.grpc,
-        http_address=args.http,
+        grpc_address=grpc_address,
+        http_address=http_address,
         seed=args.seed,
         compression=args.compression,
         interval_ms=args.interval_ms,

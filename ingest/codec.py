@@ -1,4 +1,4 @@
-"""Decompressing and validating a PushTelemetry payload (spec TEL-16 step 9, TEL-19, PD-12).
+"""Decompressing and validating a PushTelemetry payload (docs/rules.md TEL-16 step 9, TEL-19, PD-12).
 
 ``decompress(data, compression_type, max_bytes)`` returns what a push's or an export's payload holds
 once decompressed, and ``parse_metrics_data`` the OTLP ``MetricsData`` (``decoding`` runs them, with

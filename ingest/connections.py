@@ -1,4 +1,4 @@
-"""Connection quotas at the transports (spec CONN-1..CONN-6): what each server lets the sink see.
+"""Connection quotas at the transports (docs/rules.md CONN-1..CONN-6): what each server lets the sink see.
 
 This module owns:
 

@@ -234,11 +234,41 @@ def create_http_app(
 ) -> web.Application:
     """The application; ``ready`` says whether the exporter can store pushes, ``metrics`` renders
     ``/metrics`` (``ingest.metrics.metrics_exposition``)."""
+    handlers = _Handlers(pipeline, ready, metrics)
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[handlers.observed, _errors_as_json])
+    app[AUTHENTICATOR] = pipeline.authenticator
+    app[LIMITS] = pipeline.limits
+    if metrics is not None:
+        app.add_routes([web.get("/metrics", handlers.prometheus)])
+    app.add_routes(
+        [
+            web.post(GET_PATH, handlers.get_subscriptions),
+            web.post(PUSH_PATH, handlers.push),
+            web.post(OTLP_METRICS_PATH, handlers.otlp_metrics),
+            web.get("/healthz", handlers.healthz),
+            web.get("/readyz", handlers.readyz),
+        ]
+    )
+    return app
 
-    async def get_subscriptions(request: web.Request) -> web.Response:
+
+class _Handlers:
+    """The app's request handlers and its request-metrics middleware, over one pipeline."""
+
+    def __init__(
+        self,
+        pipeline: TelemetryPipeline,
+        ready: Callable[[], Health],
+        metrics: Callable[[], bytes] | None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.ready = ready
+        self.metrics = metrics
+
+    async def get_subscriptions(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
         instance_id = _instance_id(body.get("client_instance_id"))
-        r = await pipeline.get_subscriptions(
+        r = await self.pipeline.get_subscriptions(
             GetTelemetrySubscriptionsRequest(instance_id), request_client(request)
         )
         fields = r._asdict()
@@ -246,11 +276,11 @@ def create_http_app(
         fields["client_instance_id"] = kafka_uuid_string(r.client_instance_id)
         return _answer(throttle_ms, error_code, **fields)
 
-    async def push(request: web.Request) -> web.Response:
-        r = await pipeline.push(await _push_request(request), request_client(request))
+    async def push(self, request: web.Request) -> web.Response:
+        r = await self.pipeline.push(await _push_request(request), request_client(request))
         return _answer(r.throttle_time_ms, r.error_code)
 
-    async def otlp_metrics(request: web.Request) -> web.Response:
+    async def otlp_metrics(self, request: web.Request) -> web.Response:
         as_json = request.content_type == "application/json"
         if not as_json and request.content_type != _PROTOBUF:
             message = (
@@ -267,53 +297,38 @@ def create_http_app(
         except AuthenticationError as exc:
             return _otlp_reply(AUTHENTICATION_ANSWER, AUTHENTICATION_FAILED, str(exc), 0, as_json)
         body, compression = await request.read(), _CONTENT_ENCODINGS[encoding]
-        outcome = await pipeline.export_otlp(
+        outcome = await self.pipeline.export_otlp(
             body, compression, client, request.headers.get(INSTANCE_ID_HEADER), as_json=as_json
         )
         return _otlp_answer(outcome, as_json)
 
-    async def healthz(request: web.Request) -> web.Response:
+    async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
-    async def readyz(request: web.Request) -> web.Response:
-        health = ready()
+    async def readyz(self, request: web.Request) -> web.Response:
+        health = self.ready()
         status = 200 if health.healthy else 503
         return web.json_response(
             {"status": "ready" if health.healthy else "unready", "detail": health.detail}, status=status
         )
 
-    async def prometheus(request: web.Request) -> web.Response:
-        assert metrics is not None
-        return web.Response(body=metrics(), headers={"Content-Type": CONTENT_TYPE})
+    async def prometheus(self, request: web.Request) -> web.Response:
+        assert self.metrics is not None
+        return web.Response(body=self.metrics(), headers={"Content-Type": CONTENT_TYPE})
 
     @web.middleware
     async def observed(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        """The middleware counting and timing every RPC by the Kafka error code it answered."""
         rpc = _RPCS.get(request.path)
         if rpc is None:
             return await handler(request)
-        with pipeline.request_metrics.observe("http", rpc) as seen:
+        with self.pipeline.request_metrics.observe("http", rpc) as seen:
             response = await handler(request)
             seen.code = response.get(_OUTCOME, Errors.UNKNOWN_SERVER_ERROR)
             seen.client = request.get(_CLIENT)
             return response
-
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[observed, _errors_as_json])
-    app[AUTHENTICATOR] = pipeline.authenticator
-    app[LIMITS] = pipeline.limits
-    if metrics is not None:
-        app.add_routes([web.get("/metrics", prometheus)])
-    app.add_routes(
-        [
-            web.post(GET_PATH, get_subscriptions),
-            web.post(PUSH_PATH, push),
-            web.post(OTLP_METRICS_PATH, otlp_metrics),
-            web.get("/healthz", healthz),
-            web.get("/readyz", readyz),
-        ]
-    )
-    return app
 
 
 def _answer(throttle_ms: int, error_code: int, **fields: Any) -> web.Response:

@@ -12,7 +12,7 @@ how it reacts to each answer, and the summary of a run. It has three layers:
    ``choose_compression`` / ``compress`` pick and apply the codec (the sink's ``ingest.codec`` undoes it);
    ``first_push_delay_ms`` is the clients' first-push jitter (``U[0.5, 1.5) x interval``).
 2. **Clients**: ``Kip714Client`` runs one client's life over a ``Kip714Transport``: Get, pushes at the
-   subscription's interval, reactions per spec TEL-25 / PD-12 (117 and 76: re-Get at once; 89 and
+   subscription's interval, reactions per TEL-25 / PD-12 (docs/rules.md) (117 and 76: re-Get at once; 89 and
    118: re-Get after the interval; 42, 87, 35 and unknown codes: telemetry off for good), every
    ``throttle_time_ms`` honoured before the next request, a terminating push at the end.
    ``OtlpClient`` is an OTLP exporter: no Get, an export every interval, RetryInfo honoured. Time comes
@@ -688,7 +688,7 @@ class _ClientBase:
 class Kip714Client(_ClientBase):
     """One Kafka client's telemetry, over GetTelemetrySubscriptions and PushTelemetry.
 
-    Reactions (spec TEL-25, PD-12): a successful Get schedules the first push at
+    Reactions (TEL-25, PD-12 in docs/rules.md): a successful Get schedules the first push at
     ``first_push_delay_ms`` and later pushes one interval after the previous push's answer; ``[]``
     requested metrics re-Get after the interval; 117/76 re-Get at once; 89/118 re-Get after the
     interval; INVALID_REQUEST, INVALID_RECORD, UNSUPPORTED_VERSION and unknown codes turn telemetry off

@@ -41,8 +41,9 @@ a Kafka error code that ``errors.OTLP_ANSWERS`` turns into the transport's statu
 RETRYABLE or an overload is UNKNOWN_SERVER_ERROR (UNAVAILABLE / 503, retried after
 ``EXPORTER_RETRY_MS`` or ``server.overload_retry_after_ms``).
 
-Transports build the ``ClientContext`` (who is asking) and map responses to their wire format; they
-contain no logic of their own.
+Transports build the ``ClientContext`` (who is asking) and map responses to their wire format;
+the only checks they make first are their wire format's own (the OTLP/HTTP receiver's content types,
+encodings and JSON, ``http_app``); every rule of the push path is here.
 """
 
 from __future__ import annotations

@@ -1,3 +1,3 @@
-"""Spark jobs: decode landed OTLP payloads and roll them up for Spark SQL. Arrives with issue 6."""
+"""Spark jobs: decode landed OTLP payloads and roll them up for Spark SQL."""
 
 __all__: list[str] = []

@@ -26,17 +26,17 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from exporters.delta.object_store import commit_safety_problems
-from spark_jobs.dashboards import Window, build_page
-from spark_jobs.dashboards.serve import DashboardServer
-from spark_jobs.jobs.rollup import RollupReport, run_rollup
-from spark_jobs.lake import DeltaLake
-from spark_jobs.session import DEFAULT_MASTER, SparkSettings, spark_session, uses_connector
-from spark_jobs.transforms.rollup import DEFAULT_LOOKBACK_S
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-__all__ = ["add_commands", "parse_since"]
+    from spark_jobs.dashboards import Window
+    from spark_jobs.jobs.rollup import RollupReport
+    from spark_jobs.lake import DeltaLake
+    from spark_jobs.session import SparkSettings
+
+__all__ = ["add_arguments", "parse_since"]
 
 log = logging.getLogger(__name__)
 
@@ -59,28 +59,39 @@ def _setting(text: str) -> tuple[str, str]:
     return key, value
 
 
-def add_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], lake: argparse.ArgumentParser
-) -> None:
-    """``rollup`` and ``dashboard``, with the ``lake`` options (``--data-root``, ``--storage-option``)."""
-    spark = argparse.ArgumentParser(add_help=False)
-    spark.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default: {DEFAULT_MASTER})")
-    spark.add_argument(
+def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
+    """Declare ``rollup`` or ``dashboard`` on ``parser``, with its ``run`` function as a default
+    (``telemetry_sink.cli`` has already added ``--config`` and the lake options ``--data-root`` and
+    ``--storage-option``). Spark is imported when the command runs."""
+    _add_spark_options(parser)
+    if command == "rollup":
+        _add_rollup(parser)
+    else:
+        _add_dashboard(parser)
+
+
+def _add_spark_options(parser: argparse.ArgumentParser) -> None:
+    from spark_jobs.session import DEFAULT_MASTER  # noqa: PLC0415 - see add_arguments
+
+    parser.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default: {DEFAULT_MASTER})")
+    parser.add_argument(
         "--conf", type=_setting, action="append", default=[], metavar="spark.KEY=VALUE", help="repeatable"
     )
-    spark.add_argument(
+    parser.add_argument(
         "--delta-connector",
         choices=("auto", "on", "off"),
         default="auto",
         help="the Delta Spark connector: auto uses it when its jar is on Spark's classpath",
     )
-    rollup = commands.add_parser(
-        "rollup",
-        parents=[lake, spark],
-        help="decode the landed pushes and roll them up by client and by quota entity (Spark)",
-        description="Decode what the bronze tables gained into metric_points, quarantine what does not "
+
+
+def _add_rollup(rollup: argparse.ArgumentParser) -> None:
+    from spark_jobs.transforms.rollup import DEFAULT_LOOKBACK_S  # noqa: PLC0415 - see add_arguments
+
+    rollup.description = (
+        "Decode what the bronze tables gained into metric_points, quarantine what does not "
         "decode, and recompute the 1-minute and 1-hour rollups that the new data touches, exactly once. "
-        "Spark runs on --master (default local[*]).",
+        "Spark runs on --master."
     )
     when = rollup.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="one run, then exit (the default)")
@@ -98,7 +109,6 @@ def add_commands(
         help=f"how far back a cumulative point's previous point may be (default: {DEFAULT_LOOKBACK_S})",
     )
     rollup.set_defaults(run=_rollup)
-    _add_dashboard(commands, [lake, spark])
 
 
 def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
@@ -118,6 +128,8 @@ def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
 
 def _spark_settings(args: argparse.Namespace, command: str) -> SparkSettings | None:
     """The Spark settings of the options, or None (said on stderr) when they are wrong."""
+    from spark_jobs.session import SparkSettings  # noqa: PLC0415 - see add_arguments
+
     settings = SparkSettings(
         master=args.master, settings=dict(args.conf), delta_connector=args.delta_connector
     )
@@ -146,6 +158,27 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _open_lake(args: argparse.Namespace, settings: SparkSettings) -> tuple[SparkSession, DeltaLake]:
+    """A Spark session of ``settings`` and the Delta tables through it, with the storage options."""
+    from spark_jobs.lake import DeltaLake  # noqa: PLC0415 - see add_arguments
+    from spark_jobs.session import spark_session, uses_connector  # noqa: PLC0415
+
+    spark = spark_session(settings)
+    return spark, DeltaLake(
+        spark, storage_options=dict(args.storage_option), connector=uses_connector(settings)
+    )
+
+
+def _unsafe_storage(args: argparse.Namespace, command: str) -> bool:
+    """Whether the data root's storage cannot commit safely (said on stderr)."""
+    from exporters.delta.object_store import commit_safety_problems  # noqa: PLC0415 - see add_arguments
+
+    unsafe = commit_safety_problems(args.data_root, dict(args.storage_option))
+    if unsafe:
+        print(f"telemetry-sink {command}: {'; '.join(unsafe)}", file=sys.stderr)
+    return bool(unsafe)
+
+
 def _rollup(args: argparse.Namespace) -> int:
     if args.every is not None and args.every <= 0:
         print("telemetry-sink rollup: --every must be positive", file=sys.stderr)
@@ -153,55 +186,52 @@ def _rollup(args: argparse.Namespace) -> int:
     if args.lookback_s < 0:
         print("telemetry-sink rollup: --lookback-s must not be negative", file=sys.stderr)
         return 2
-    unsafe = commit_safety_problems(args.data_root, dict(args.storage_option))
-    if unsafe:
-        print(f"telemetry-sink rollup: {'; '.join(unsafe)}", file=sys.stderr)
+    if _unsafe_storage(args, "rollup"):
         return 2
     settings = _spark_settings(args, "rollup")
     if settings is None:
         return 2
     stop = _stop_on_signals("rollup", "stopping after this run")
-    spark = spark_session(settings)
-    lake = DeltaLake(spark, storage_options=dict(args.storage_option), connector=uses_connector(settings))
-    since = args.since
+    spark, lake = _open_lake(args, settings)
     try:
-        while True:
-            started = time.monotonic()
-
-            def progress(message: str, started: float = started) -> None:
-                print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
-
-            try:
-                report = run_rollup(
-                    lake, args.data_root, lookback_s=args.lookback_s, since=since, progress=progress
-                )
-            except Exception as exc:  # storage or Spark: every table is still consistent (jobs.rollup)
-                log.debug("rollup run failed", exc_info=True)
-                print(
-                    f"telemetry-sink rollup: the run failed: {_first_line(exc)}", file=sys.stderr, flush=True
-                )
-                if args.every is None:
-                    return 1
-            else:
-                print(json.dumps(_summary(report, time.monotonic() - started)), flush=True)
-                since = None  # a recompute from a time is done once
-            if args.every is None or stop.wait(args.every):
-                return 0
+        return _rollup_runs(args, lake, stop)
     finally:
         spark.stop()
 
 
-def _add_dashboard(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
-) -> None:
-    dashboard = commands.add_parser(
-        "dashboard",
-        parents=parents,
-        help="render the Spark SQL dashboard of the rollups as one offline HTML page, or serve it",
-        description="Run the dashboard's named Spark SQL queries (spark_jobs/dashboards/queries/*.sql) over "
+def _rollup_runs(args: argparse.Namespace, lake: DeltaLake, stop: threading.Event) -> int:
+    """Run the rollup once, or every ``--every`` seconds until ``stop``; the exit status."""
+    from spark_jobs.jobs.rollup import run_rollup  # noqa: PLC0415 - see add_arguments
+
+    since = args.since
+    while True:
+        started = time.monotonic()
+
+        def progress(message: str, started: float = started) -> None:
+            print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+        try:
+            report = run_rollup(
+                lake, args.data_root, lookback_s=args.lookback_s, since=since, progress=progress
+            )
+        except Exception as exc:  # storage or Spark: every table is still consistent (jobs.rollup)
+            log.debug("rollup run failed", exc_info=True)
+            print(f"telemetry-sink rollup: the run failed: {_first_line(exc)}", file=sys.stderr, flush=True)
+            if args.every is None:
+                return 1
+        else:
+            print(json.dumps(_summary(report, time.monotonic() - started)), flush=True)
+            since = None  # a recompute from a time is done once
+        if args.every is None or stop.wait(args.every):
+            return 0
+
+
+def _add_dashboard(dashboard: argparse.ArgumentParser) -> None:
+    dashboard.description = (
+        "Run the dashboard's named Spark SQL queries (spark_jobs/dashboards/queries/*.sql) over "
         "the 1-minute rollups of a window and render one self-contained HTML page: fleet overview, top "
         "client instances and quota entities by Kafka client metric, throttling, client drill-down, config "
-        "history. The window is the 24 hours up to now unless --from/--to say otherwise.",
+        "history. The window is the 24 hours up to now unless --from/--to say otherwise."
     )
     dashboard.add_argument(
         "--from",
@@ -247,6 +277,8 @@ def _add_dashboard(
 def _window(args: argparse.Namespace) -> Window:
     """The window of the options now: ``--to`` (default: the end of this minute) back to ``--from``
     (default: 24 hours earlier)."""
+    from spark_jobs.dashboards import Window  # noqa: PLC0415 - see add_arguments
+
     limits = {"top": args.top, "max_clients": args.max_clients}
     if args.end is None:
         window = Window.last(DASHBOARD_SPAN, datetime.now(UTC), **limits)
@@ -254,7 +286,7 @@ def _window(args: argparse.Namespace) -> Window:
     return Window(args.start or args.end - DASHBOARD_SPAN, args.end, **limits)
 
 
-def _dashboard(args: argparse.Namespace) -> int:
+def _dashboard_problems(args: argparse.Namespace) -> list[str]:
     try:
         problems = _window(args).problems()
     except OverflowError:
@@ -263,6 +295,11 @@ def _dashboard(args: argparse.Namespace) -> int:
         problems.append(f"--port must be between 0 and 65535, got {args.port}")
     if args.serve and not args.refresh > 0:
         problems.append("--refresh must be positive")
+    return problems
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    problems = _dashboard_problems(args)
     if problems:
         print(f"telemetry-sink dashboard: {'; '.join(problems)}", file=sys.stderr)
         return 2
@@ -271,15 +308,46 @@ def _dashboard(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else (None if args.serve else Path("dashboard.html"))
     stop = _stop_on_signals("dashboard", "stopping") if args.serve else threading.Event()
-    spark = spark_session(settings)
-    lake = DeltaLake(spark, storage_options=dict(args.storage_option), connector=uses_connector(settings))
+    spark, lake = _open_lake(args, settings)
+    render = _Renderer(args, spark, lake, out, stop)
+    try:
+        if not args.serve:
+            try:
+                render()
+            except Exception:  # said by render
+                return 1
+            return 0
+        return _serve_dashboard(args, render, spark, stop)
+    finally:
+        spark.stop()
 
-    def render() -> str:
+
+def _say(message: str) -> None:
+    print(f"telemetry-sink dashboard: {message}", file=sys.stderr, flush=True)
+
+
+class _Renderer:
+    """Renders the page of the options' window (now), writes it to ``out`` if any, says how it went."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        spark: SparkSession,
+        lake: DeltaLake,
+        out: Path | None,
+        stop: threading.Event,
+    ) -> None:
+        self.args, self.spark, self.lake, self.out, self.stop = args, spark, lake, out, stop
+
+    def __call__(self) -> str:
+        from spark_jobs.dashboards import build_page  # noqa: PLC0415 - see add_arguments
+
+        args, out = self.args, self.out
         started = time.monotonic()
         try:
             page, results = build_page(
-                spark,
-                lake,
+                self.spark,
+                self.lake,
                 args.data_root,
                 _window(args),
                 metric=args.metric,
@@ -291,54 +359,38 @@ def _dashboard(args: argparse.Namespace) -> int:
                 temporary.replace(out)
         except Exception as exc:  # storage, Spark or the output file: said here, raised for the caller
             log.debug("dashboard render failed", exc_info=True)
-            if not stop.is_set():  # (a render cancelled by a stop is not a failure)
-                print(
-                    f"telemetry-sink dashboard: the render failed: {_first_line(exc)}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            if not self.stop.is_set():  # (a render cancelled by a stop is not a failure)
+                _say(f"the render failed: {_first_line(exc)}")
             raise
         rows = sum(len(r.rows) for r in results.values())
         where = f" -> {out}" if out is not None else ""
-        print(
-            f"telemetry-sink dashboard: {len(results)} queries, {rows} rows, "
-            f"{len(page) / 2**20:.1f} MiB page in {time.monotonic() - started:.1f} s{where}",
-            file=sys.stderr,
-            flush=True,
+        _say(
+            f"{len(results)} queries, {rows} rows, "
+            f"{len(page) / 2**20:.1f} MiB page in {time.monotonic() - started:.1f} s{where}"
         )
         metrics = {r["metric_name"] for r in results["top_clients"].records()}
         if args.metric and metrics and args.metric not in metrics:
-            print(
-                f"telemetry-sink dashboard: no data for --metric {args.metric} in the window; "
-                "the rankings open on another metric (the menu lists those with data)",
-                file=sys.stderr,
-                flush=True,
+            _say(
+                f"no data for --metric {args.metric} in the window; "
+                "the rankings open on another metric (the menu lists those with data)"
             )
         return page
 
+
+def _serve_dashboard(
+    args: argparse.Namespace, render: _Renderer, spark: SparkSession, stop: threading.Event
+) -> int:
+    """Serve the page, rendered again every ``--refresh`` seconds, until ``stop``."""
+    from spark_jobs.dashboards.serve import DashboardServer  # noqa: PLC0415 - see add_arguments
+
     try:
-        if not args.serve:
-            try:
-                render()
-            except Exception:  # said by render
-                return 1
-            return 0
-        try:
-            server = DashboardServer(render, host=args.host, port=args.port, refresh_s=args.refresh)
-        except OSError as exc:
-            print(
-                f"telemetry-sink dashboard: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr
-            )
-            return 1
-        server.start()
-        print(
-            f"telemetry-sink dashboard: serving http://{args.host}:{server.port}/",
-            file=sys.stderr,
-            flush=True,
-        )
-        stop.wait()
-        spark.sparkContext.cancelAllJobs()  # a render in progress ends now, not at its last query
-        server.stop()
-        return 0
-    finally:
-        spark.stop()
+        server = DashboardServer(render, host=args.host, port=args.port, refresh_s=args.refresh)
+    except OSError as exc:
+        print(f"telemetry-sink dashboard: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    server.start()
+    _say(f"serving http://{args.host}:{server.port}/")
+    stop.wait()
+    spark.sparkContext.cancelAllJobs()  # a render in progress ends now, not at its last query
+    server.stop()
+    return 0

@@ -1,18 +1,20 @@
 """Delta access for every Spark job: read a table (at a version, or only what was added since one)
 and write one (append, or replace whole partitions) exactly once.
 
-Two paths behind one class, ``DeltaLake``:
+Two storage paths behind one interface, ``LakeStorage``, used by ``DeltaLake``, whose constructor
+is the one place that chooses between them (``connector=``):
 
-- **The Delta Spark connector**, when the session loaded it (``session.uses_connector``): reads are
-  ``spark.read.format("delta")`` (``versionAsOf``), writes are ``df.write.format("delta")`` with
-  ``txnAppId``/``txnVersion`` (Delta skips a batch it already has) and ``replaceWhere`` over the
-  partitions being replaced. Production images put ``delta-spark_2.13-4.x.jar`` and
-  ``delta-storage-4.x.jar`` in Spark's jars folder, or pass them in ``spark.jars``.
-- **The delta-rs bridge** otherwise (what runs where the connector's jars cannot be had): reads take
-  the snapshot's active files from ``deltalake`` and let Spark's own parquet reader scan them
-  (partition values from the ``column=value`` folders, kept as strings); writes let Spark write
-  parquet into a hidden staging folder of the table, move the files to their partition folders, and
-  commit them as ``add`` actions (with statistics from the parquet footers), together with the
+- **The Delta Spark connector** (``ConnectorStorage``), when the session loaded it
+  (``session.uses_connector``): reads are ``spark.read.format("delta")`` (``versionAsOf``), writes
+  are ``df.write.format("delta")`` with ``txnAppId``/``txnVersion`` (Delta skips a batch it already
+  has) and ``replaceWhere`` over the partitions being replaced. Production images put
+  ``delta-spark_2.13-4.x.jar`` and ``delta-storage-4.x.jar`` in Spark's jars folder, or pass them in
+  ``spark.jars``.
+- **The delta-rs bridge** (``BridgeStorage``) otherwise (what runs where the connector's jars cannot
+  be had): reads take the snapshot's active files from ``deltalake`` and let Spark's own parquet
+  reader scan them (partition values from the ``column=value`` folders, kept as strings); writes let
+  Spark write parquet into a hidden staging folder of the table, move the files to their partition
+  folders, and commit them as ``add`` actions (with statistics from the parquet footers), together with the
   ``remove`` actions of the partitions being replaced and the ``txn(app_id, version)``, in one
   delta-rs transaction. Nothing is visible before that commit; a failed job leaves only unreferenced
   files (deleted on the way out, else by ``vacuum``). On an object store (``s3://``) Spark's Hadoop
@@ -41,7 +43,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
@@ -57,7 +59,16 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from exporters import delta_tables_under
 from exporters.delta.object_store import arrow_filesystem, is_local, store_path
 
-__all__ = ["DeltaLake", "LakeError", "Partition", "PartitionFilter", "partition_predicate"]
+__all__ = [
+    "BridgeStorage",
+    "ConnectorStorage",
+    "DeltaLake",
+    "LakeError",
+    "LakeStorage",
+    "Partition",
+    "PartitionFilter",
+    "partition_predicate",
+]
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +119,9 @@ def partition_predicate(partitions: Sequence[Partition]) -> str:
 
 
 class DeltaLake:
-    """Delta tables for one Spark session (see the module docstring)."""
+    """Delta tables for one Spark session (see the module docstring): what both storage paths share
+    (versions, ``txn``, files and the exactly-once check, through delta-rs), and ``read`` and the
+    commit of a batch through the session's ``LakeStorage``."""
 
     def __init__(
         self,
@@ -119,7 +132,8 @@ class DeltaLake:
     ) -> None:
         self.spark = spark
         self.storage_options = dict(storage_options or {})
-        self.connector = connector
+        # the one place the storage path is chosen
+        self.storage: LakeStorage = ConnectorStorage(self) if connector else BridgeStorage(self)
 
     # -- delta-rs: versions, transactions, files ---------------------------------------------------
 
@@ -180,6 +194,10 @@ class DeltaLake:
         table = self.table(uri, version)
         return [] if table is None else table.file_uris()
 
+    @staticmethod
+    def arrow_schema(table: DeltaTable) -> pa.Schema:
+        return pa.schema(table.schema().to_arrow())
+
     # -- reading -----------------------------------------------------------------------------------
 
     def read(
@@ -187,26 +205,7 @@ class DeltaLake:
     ) -> DataFrame | None:
         """The table (at ``version``; only the ``partitions`` whose column takes one of the values,
         when given), or None if there is none."""
-        if self.connector:
-            if self.table(uri) is None:
-                return None
-            reader = self.spark.read.format("delta")
-            if version is not None:
-                reader = reader.option("versionAsOf", version)
-            frame = reader.load(uri)
-            if partitions is not None:
-                column, values = partitions
-                frame = frame.where(F.col(column).isin(list(values)))
-            return frame
-        table = self.table(uri, version)
-        if table is None:
-            return None
-        if partitions is None:
-            files = table.file_uris()
-        else:
-            column, values = partitions
-            files = table.file_uris(file_pruning_predicate=[(column, "in", list(values))]) if values else []
-        return self.read_files(uri, files, self.arrow_schema(table))
+        return self.storage.read(uri, version, partitions)
 
     def read_added(self, uri: str, after: int, until: int) -> DataFrame | None:
         """The rows that commits ``after + 1 .. until`` added (``added_files``); None if no table."""
@@ -217,7 +216,8 @@ class DeltaLake:
 
     def read_files(self, uri: str, files: Sequence[str], schema: pa.Schema) -> DataFrame:
         """These data files of the table at ``uri``, in the table's ``schema`` (partition columns
-        from the folders, as strings)."""
+        from the folders, as strings): Spark's parquet reader on a local disk, pyarrow in the
+        executors on an object store. Both paths read added files this way."""
         spark_schema = from_arrow_schema(schema, prefer_timestamp_ntz=False)
         if not files:
             return self.spark.createDataFrame([], spark_schema)
@@ -246,10 +246,6 @@ class DeltaLake:
             read, from_arrow_schema(schema, prefer_timestamp_ntz=False)
         )
 
-    @staticmethod
-    def arrow_schema(table: DeltaTable) -> pa.Schema:
-        return pa.schema(table.schema().to_arrow())
-
     # -- writing -----------------------------------------------------------------------------------
 
     def write(
@@ -275,10 +271,7 @@ class DeltaLake:
                 return False
         frame = frame.select(*(f"`{name}`" for name in schema.names))
         batch = _Batch(schema, tuple(partition_by), app_id, version, replace)
-        if self.connector:
-            self._write_with_connector(frame, uri, batch, exists=existing is not None)
-        else:
-            self._write_with_bridge(frame, uri, batch)
+        self.storage.commit(frame, uri, batch, existing)
         return True
 
     def _check_layout(
@@ -293,20 +286,70 @@ class DeltaLake:
         if have.keys() != want.keys() or any(not have[n].equals(want[n]) for n in want):
             raise LakeError(f"{uri} has the schema {self.arrow_schema(table)}, not {schema}")
 
-    def _write_with_connector(self, frame: DataFrame, uri: str, batch: _Batch, *, exists: bool) -> None:
+
+class LakeStorage(Protocol):
+    """A storage path of ``DeltaLake``: how it reads a table's rows and commits a batch."""
+
+    def read(self, uri: str, version: int | None, partitions: PartitionFilter | None) -> DataFrame | None:
+        """``DeltaLake.read``."""
+
+    def commit(self, frame: DataFrame, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
+        """Write ``frame`` (in the batch's schema) and commit it as ``batch`` in one Delta
+        transaction; ``existing`` is the table before (None if there was none)."""
+
+
+class ConnectorStorage:
+    """The Delta Spark connector's path: Spark reads and writes the tables itself."""
+
+    def __init__(self, lake: DeltaLake) -> None:
+        self.lake = lake
+
+    def read(self, uri: str, version: int | None, partitions: PartitionFilter | None) -> DataFrame | None:
+        if self.lake.table(uri) is None:
+            return None
+        reader = self.lake.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        frame = reader.load(uri)
+        if partitions is not None:
+            column, values = partitions
+            frame = frame.where(F.col(column).isin(list(values)))
+        return frame
+
+    def commit(self, frame: DataFrame, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
         writer = (
             frame.write.format("delta")
             .partitionBy(*batch.partition_by)
             .option("txnAppId", batch.app_id)
             .option("txnVersion", batch.version)
         )
-        if batch.replace is not None and exists:
+        if batch.replace is not None and existing is not None:
             writer = writer.mode("overwrite").option("replaceWhere", partition_predicate(batch.replace))
         else:
             writer = writer.mode("append")
         writer.save(uri)
 
-    def _write_with_bridge(self, frame: DataFrame, uri: str, batch: _Batch) -> None:
+
+class BridgeStorage:
+    """The delta-rs bridge's path: Spark (on a local disk) or pyarrow in the executors (on an object
+    store) reads and writes the parquet files; delta-rs commits them (see the module docstring)."""
+
+    def __init__(self, lake: DeltaLake) -> None:
+        self.lake = lake
+        self.storage_options = lake.storage_options
+
+    def read(self, uri: str, version: int | None, partitions: PartitionFilter | None) -> DataFrame | None:
+        table = self.lake.table(uri, version)
+        if table is None:
+            return None
+        if partitions is None:
+            files = table.file_uris()
+        else:
+            column, values = partitions
+            files = table.file_uris(file_pruning_predicate=[(column, "in", list(values))]) if values else []
+        return self.lake.read_files(uri, files, self.lake.arrow_schema(table))
+
+    def commit(self, frame: DataFrame, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
         fs, root = arrow_filesystem(uri, self.storage_options)
         if not is_local(uri):
             written = self._write_with_arrow(frame, uri, batch)
@@ -334,7 +377,7 @@ class DeltaLake:
         delete them if the commit fails."""
         try:
             # the newest snapshot, read after the files were written: the removals are computed against it
-            table = self.table(uri) or self._create(uri, batch.schema, batch.partition_by)
+            table = self.lake.table(uri) or self._create(uri, batch.schema, batch.partition_by)
             now_ms = int(time.time() * 1000)
             actions: list[AddAction | RemoveAction] = [
                 AddAction(f.relative, f.size, f.partition, now_ms, True, f.stats) for f in files

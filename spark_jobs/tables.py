@@ -1,7 +1,7 @@
 """The tables of the Spark side: where each lives under the data root, and the schemas of those the
 jobs write (silver ``metric_points``, ``decode_quarantine``; the gold rollups are in
-``spark_jobs.transforms.rollup``). The bronze schemas are the exporter's (``exporters.delta.schema``);
-the Spark jobs know the bronze tables only through them.
+``spark_jobs.transforms.rollup``). The bronze schemas are the exporter's (``exporters.delta.schema``):
+the Spark side names the bronze tables and their columns again, and a test keeps the two in step.
 
 ``metric_points`` (silver, partitioned by ``date``, the UTC date of the point's ``time``): one row per
 OTLP data point.

@@ -7,7 +7,7 @@ configuration (subscription validation) raises::
     ├── InvalidRequestError    INVALID_REQUEST (42): empty name, unknown key, interval out of range
     └── InvalidConfigError     INVALID_CONFIG (40): a value that does not parse, a bad match pattern
 
-``Errors.keeps_client_telemetry`` says how real clients react to a code (spec TEL-25, PD-12): on
+``Errors.keeps_client_telemetry`` says how real clients react to a code (docs/rules.md TEL-25, PD-12): on
 INVALID_REQUEST, INVALID_RECORD or UNSUPPORTED_VERSION a Kafka client turns telemetry off for the life
 of the process, so transient problems must never be answered with those.
 """

@@ -1,4 +1,4 @@
-"""Get and Push gate rules: pure functions over millisecond timestamps (spec TEL-14, TEL-17, PD-1,
+"""Get and Push gate rules: pure functions over millisecond timestamps (docs/rules.md TEL-14, TEL-17, PD-1,
 PD-7, PD-9).
 
 Each gate returns a decision value: the wait in ms, 0 meaning "allowed now" (a positive wait is the

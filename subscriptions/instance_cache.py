@@ -1,4 +1,4 @@
-"""The client-instance cache: LRU by capacity plus per-instance expiry (spec TEL-12).
+"""The client-instance cache: LRU by capacity plus per-instance expiry (docs/rules.md TEL-12).
 
 - LRU: every lookup and insert refreshes recency; inserting beyond ``capacity`` (Kafka: 16384)
   evicts the least recently used instance.

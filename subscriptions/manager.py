@@ -1,12 +1,12 @@
 """Request processing for GetTelemetrySubscriptions and PushTelemetry (Kafka's ClientMetricsManager).
 
 ``process_get`` and ``process_push`` take a request, what the transport knows about the client, and
-``now`` in ms, and return the response fields (spec TEL-11..TEL-22). An accepted push with a payload
+``now`` in ms, and return the response fields (docs/rules.md TEL-11..TEL-22). An accepted push with a payload
 yields an ``AcceptedPush`` for the exporter stage instead; once it is durable the caller answers
 ``PUSH_ACCEPTED``, and if exporting fails it asks ``push_failed`` for the response (PD-12 decides
 which error).
 
-The order of checks is Kafka's, with the product decisions of the spec's Part G:
+The order of checks is Kafka's, with the product decisions of docs/rules.md:
 PD-1 (an early Get after 117/76), PD-2 (intervals above 300000 ms are delivered), PD-3 (byte-compatible
 ids), PD-4 (the Get response always carries the instance id), PD-6 (compression 0 accepted),
 PD-7 (a too-early request carries the wait as its throttle time), PD-8 (instances bound to a

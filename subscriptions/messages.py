@@ -1,6 +1,6 @@
 """Request and response values of GetTelemetrySubscriptions and PushTelemetry, field for field.
 
-Field names are the snake_case of Kafka's RPC schemas (spec RPC-1, RPC-2), in the schemas' order, so
+Field names are the snake_case of Kafka's RPC schemas (docs/rules.md RPC-1, RPC-2), in the schemas' order, so
 every transport (gRPC, HTTP, the Kafka wire listener) maps them one to one. ``ClientContext`` is what a
 transport knows about the caller; ``AcceptedPush`` is what the core hands to the exporter stage.
 """

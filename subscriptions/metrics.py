@@ -1,4 +1,4 @@
-"""The subscription core's own counters (the ``client-metrics`` group of spec TEL-24).
+"""The subscription core's own counters (the ``client-metrics`` group of TEL-24 in docs/rules.md).
 
 Plain integers bumped on the request path; ``samples()`` turns them into named samples at scrape time,
 which the front end publishes on ``/metrics``. Per-instance series (Kafka tags them by instance id)

@@ -1,6 +1,6 @@
 """The subscription model: a named ``client-metrics`` config resource, validated as Kafka does.
 
-A subscription has exactly three keys (spec TEL-1): ``metrics`` (metric-name prefixes; ``*`` means all,
+A subscription has exactly three keys (TEL-1): ``metrics`` (metric-name prefixes; ``*`` means all,
 an empty value means none), ``interval.ms`` (default 300000, valid 100..3600000) and ``match``
 (``attribute=regex`` entries). ``Subscription.from_properties`` receives the complete property set of
 the resource and validates it in Kafka's order (TEL-2), raising the error code and message a Kafka

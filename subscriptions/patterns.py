@@ -1,6 +1,6 @@
 r"""Client matching patterns of a subscription: parsing, Java-compatible validation, safe matching.
 
-A ``match`` entry is ``attribute=regex`` (spec TEL-4) over one of the six client attributes of TEL-6;
+A ``match`` entry is ``attribute=regex`` (docs/rules.md TEL-4) over one of the six client attributes of TEL-6;
 a client matches when every entry's regex matches the whole attribute value (TEL-7, Java
 ``Matcher.matches()``). Kafka compiles the regex with ``java.util.regex``; this module accepts the
 common subset of Java and Python/RE2 syntax and rejects what Java rejects where the dialects are known

@@ -1,4 +1,4 @@
-"""Resolving a client's effective subscription from the stored ones (spec TEL-8, PD-2, PD-3).
+"""Resolving a client's effective subscription from the stored ones (docs/rules.md TEL-8, PD-2, PD-3).
 
 The union of the metric prefixes of every matching subscription, the minimum of their intervals, and
 ``*`` collapsing the set to ``{"*"}``. When nothing matches: no metrics and the default 300000 ms.

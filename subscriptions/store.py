@@ -1,4 +1,4 @@
-"""The subscription store: name -> subscription, with Kafka's update version counter (spec TEL-5).
+"""The subscription store: name -> subscription, with Kafka's update version counter (docs/rules.md TEL-5).
 
 Every update with a non-empty property set replaces the subscription and bumps ``version`` (even when
 nothing changed); an update with an empty property set deletes an existing subscription (bumping the

@@ -1,4 +1,4 @@
-"""Subscription ids exactly as a Kafka broker computes them (spec TEL-9, TEL-10, PD-3).
+"""Subscription ids exactly as a Kafka broker computes them (docs/rules.md TEL-9, TEL-10, PD-3).
 
 ``subscription_id = int32(CRC32C(render(metrics) + str(interval))) XOR uuid_hash(instance_id)``,
 where ``render`` is Java's ``AbstractCollection.toString()`` of a ``java.util.HashSet``. The element
@@ -35,7 +35,7 @@ crc32c: Final[Callable[[bytes], int]] = crcmod.predefined.mkCrcFun("crc-32c")
 
 
 def to_int32(value: int) -> int:
-    """Two's-complement view of the low 32 bits of ``value`` (spec C-2)."""
+    """Two's-complement view of the low 32 bits of ``value`` (C-2 in docs/rules.md)."""
     value &= 0xFFFFFFFF
     return value - 0x1_0000_0000 if value >= 0x8000_0000 else value
 

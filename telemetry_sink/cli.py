@@ -2,19 +2,67 @@
 ``maintain``, ``admin``, ``loadgen``) and the Spark side's (``spark_jobs.cli``: ``rollup``,
 ``dashboard``) under one parser. Each subcommand carries the function that runs it.
 
-Importing this module is cheap: the subcommands' modules (the sink, Spark, pandas) are imported when
-the parser is built, not before. The ``telemetry-sink`` script imports it, and so does every process
-Python's ``spawn`` starts from the sink (its payload decoders re-import the main script): they stay
-small (``ingest.decoding``)."""
+Importing this module is cheap, and so are ``--version`` and ``--help``: a subcommand's module (the
+sink, Spark, plotly, delta-rs) is imported only when that subcommand is on the command line. The
+``telemetry-sink`` script imports this module, and so does every process Python's ``spawn`` starts
+from the sink (its payload decoders re-import the main script): they stay small (``ingest.decoding``).
+
+Every subcommand takes ``--config FILE``, the sink's one YAML file (``ingest.config``): ``serve`` runs
+it, the commands that use the Delta tables (``maintain``, ``rollup``, ``dashboard``) read its
+``data_root`` and ``storage_options`` (with the ``TELEMETRY_SINK_*`` overrides), ``admin`` and
+``loadgen`` the sink's ports and TLS. Their own flags override the file. This is the one module that
+sees both sides, so it is the one that reads the file for the Spark side (``pyproject.toml``'s import
+contracts)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Final
 
 __all__ = ["build_parser", "main"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Command:
+    """A subcommand: the module whose ``add_arguments(name, parser)`` declares it, its one-line help,
+    and whether it works on the Delta tables (``--data-root``, ``--storage-option``)."""
+
+    module: str
+    help: str
+    lake: bool = False
+
+
+_COMMANDS: Final = {
+    "serve": _Command(
+        "ingest.cli", "run the sink: its gRPC, HTTP and Kafka listeners on one event loop, landing in Delta"
+    ),
+    "maintain": _Command(
+        "ingest.cli",
+        "compact, vacuum and checkpoint the Delta tables (safe while the sink writes)",
+        lake=True,
+    ),
+    "admin": _Command(
+        "ingest.cli", "subscriptions, client quotas, client instances and the config log, via the admin API"
+    ),
+    "loadgen": _Command(
+        "ingest.cli", "run a simulated fleet of KIP-714 clients against a sink and print a summary"
+    ),
+    "rollup": _Command(
+        "spark_jobs.cli",
+        "decode the landed pushes and roll them up by client and by quota entity (Spark)",
+        lake=True,
+    ),
+    "dashboard": _Command(
+        "spark_jobs.cli",
+        "render the Spark SQL dashboard of the rollups as one offline HTML page, or serve it",
+        lake=True,
+    ),
+}
 
 
 def _version() -> str:
@@ -24,11 +72,54 @@ def _version() -> str:
         return "0+unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from exporters import storage_option  # noqa: PLC0415 - see the module docstring
-    from ingest import cli as ingest_cli  # noqa: PLC0415
-    from spark_jobs import cli as spark_cli  # noqa: PLC0415
+class _LazyCommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subparsers declared by name and help only; a subcommand's arguments (and so its module's
+    imports) are added when the command line names it."""
 
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        assert isinstance(values, list)  # argparse passes the command and its arguments
+        name = values[0]
+        command = _COMMANDS.get(name)
+        subparser = self._name_parser_map.get(name)
+        if command is not None and subparser is not None and not subparser.get_default("run"):
+            _declare(name, command, subparser)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _declare(name: str, command: _Command, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the sink's YAML configuration, the same file for every command (default: the embedded "
+        "default); TELEMETRY_SINK_* environment variables override it, this command's flags override both",
+    )
+    if command.lake:
+        from exporters import storage_option  # noqa: PLC0415 - see the module docstring
+
+        parser.add_argument(
+            "--data-root",
+            metavar="ROOT",
+            help="local path or object-store URI of the Delta tables (default: the config's data_root)",
+        )
+        parser.add_argument(
+            "--storage-option",
+            type=storage_option,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="passed to delta-rs (e.g. AWS_REGION=eu-west-1), over the config's storage_options; "
+            "repeatable",
+        )
+    importlib.import_module(command.module).add_arguments(name, parser)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="telemetry-sink",
         description=(
@@ -38,20 +129,26 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.register("action", "parsers", _LazyCommands)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    lake = argparse.ArgumentParser(add_help=False)
-    lake.add_argument("--data-root", default="data", help="local path or object-store URI (default: data)")
-    lake.add_argument(
-        "--storage-option",
-        type=storage_option,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="passed to delta-rs (e.g. AWS_REGION=eu-west-1); repeatable",
-    )
-    ingest_cli.add_commands(commands, lake)
-    spark_cli.add_commands(commands, lake)
+    for name, command in _COMMANDS.items():
+        commands.add_parser(name, help=command.help)
     return parser
+
+
+def _read_lake_settings(args: argparse.Namespace) -> str | None:
+    """Fill ``args.data_root`` and ``args.storage_option`` from ``--config`` (and the environment)
+    under the flags; the error, or None."""
+    from ingest.config import SinkConfig, SinkConfigError  # noqa: PLC0415 - see the module docstring
+
+    try:
+        config = SinkConfig.load(args.config)
+    except SinkConfigError as exc:
+        return str(exc)
+    if args.data_root is None:
+        args.data_root = config.data_root
+    args.storage_option = [*config.storage_options.items(), *args.storage_option]
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,4 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help(sys.stderr)
         return 2
+    if _COMMANDS[args.command].lake:
+        problem = _read_lake_settings(args)
+        if problem is not None:
+            print(f"telemetry-sink {args.command}: {problem}", file=sys.stderr)
+            return 2
     return run(args)

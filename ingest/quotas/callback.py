@@ -1,4 +1,4 @@
-"""The quota callback (KIP-257; spec QUO-3..QUO-5, QUO-13): which clients share a quota, and what
+"""The quota callback (KIP-257; docs/rules.md QUO-3..QUO-5, QUO-13): which clients share a quota, and what
 their limit is.
 
 ``ClientQuotaCallback`` is the plug-in protocol, loaded by dotted path from
@@ -69,9 +69,12 @@ class DefaultQuotaCallback:
     def __init__(self) -> None:
         self._quotas: dict[QuotaType, dict[ClientQuotaEntity, float]] = {qt: {} for qt in QuotaType}
         self._enabled: dict[QuotaType, int] = dict.fromkeys(QuotaType, 0)
+        self._active: dict[QuotaType, dict[int, int]] = {qt: {} for qt in QuotaType}
+        """QUO-3: how many entities of each level (mask bit) have a quota, as Kafka 4.4's
+        ``activeQuotaEntities``."""
 
     def quota_types_enabled(self, quota_type: QuotaType) -> int:
-        """The QUO-3 mask: which kinds of entity have ever had a quota (never cleared)."""
+        """The QUO-3 mask: the levels with at least one configured entity now."""
         return self._enabled[quota_type]
 
     def quota_metric_tags(self, quota_type: QuotaType, principal: str, client_id: str) -> dict[str, str]:
@@ -126,12 +129,21 @@ class DefaultQuotaCallback:
         return None
 
     def update_quota(self, quota_type: QuotaType, entity: ClientQuotaEntity, new_value: float) -> None:
-        self._quotas[quota_type][entity] = new_value
-        self._enabled[quota_type] |= entity.mask_bit
+        quotas = self._quotas[quota_type]
+        if entity not in quotas:  # a newly configured entity: counted, its level enabled (QUO-3)
+            active = self._active[quota_type]
+            active[entity.mask_bit] = active.get(entity.mask_bit, 0) + 1
+            self._enabled[quota_type] |= entity.mask_bit
+        quotas[entity] = new_value
 
     def remove_quota(self, quota_type: QuotaType, entity: ClientQuotaEntity) -> None:
-        self._quotas[quota_type].pop(entity, None)
-        self._enabled[quota_type] |= entity.mask_bit
+        if self._quotas[quota_type].pop(entity, None) is None:
+            return  # not configured: nothing changes (QUO-3)
+        active = self._active[quota_type]
+        active[entity.mask_bit] -= 1
+        if not active[entity.mask_bit]:  # the level's last entity: its bit is cleared
+            del active[entity.mask_bit]
+            self._enabled[quota_type] &= ~entity.mask_bit
 
     def quota_reset_required(self, quota_type: QuotaType) -> bool:
         return False

@@ -1,4 +1,4 @@
-"""Byte-rate quotas per (user, client-id) entity: Kafka's ``ClientQuotaManager`` (spec QUO-3..QUO-10,
+"""Byte-rate quotas per (user, client-id) entity: Kafka's ``ClientQuotaManager`` (docs/rules.md QUO-3..QUO-10,
 QUO-14).
 
 One manager per quota type: PRODUCE (``producer_byte_rate``, bytes pushed to the sink) and FETCH

@@ -1,4 +1,4 @@
-"""Quota configuration under Kafka's key names and defaults (spec QUO-1, CONN-1).
+"""Quota configuration under Kafka's key names and defaults (docs/rules.md QUO-1, CONN-1).
 
 | key | default | meaning |
 |---|---|---|

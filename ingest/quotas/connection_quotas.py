@@ -1,4 +1,4 @@
-"""Connection quotas: Kafka's ``ConnectionQuotas`` (spec CONN-1..CONN-6).
+"""Connection quotas: Kafka's ``ConnectionQuotas`` (docs/rules.md CONN-1..CONN-6).
 
 Counts (broker-wide ``max.connections``, per listener, per IP with ``max.connections.per.ip`` and its
 overrides) and creation rates (broker-wide ``max.connection.creation.rate``, per listener, per IP via

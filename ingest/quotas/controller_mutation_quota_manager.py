@@ -1,5 +1,5 @@
 """Mutation quotas (KIP-599): Kafka's ``ControllerMutationQuotaManager`` and its strict and permissive
-quotas (spec QUO-12, TB-4..TB-6).
+quotas (docs/rules.md QUO-12, TB-4..TB-6).
 
 Each (user, client-id) sensor holds a ``mutation-rate`` rate (no quota) and a ``tokens`` token bucket
 bounded by ``controller_mutation_rate``, with burst ``controller.quota.window.num x

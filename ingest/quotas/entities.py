@@ -1,4 +1,4 @@
-"""Quota types, client quota entities and the per-entity quota keys (spec QUO-2..QUO-4, PD-11).
+"""Quota types, client quota entities and the per-entity quota keys (docs/rules.md QUO-2..QUO-4, PD-11).
 
 An entity has an optional user part and an optional client-id part; either part may be the default
 entity, named ``<default>`` as in Kafka's built-in code (PD-11). User names are kept sanitized

@@ -1,4 +1,4 @@
-"""Java numeric and text semantics that Kafka's quota arithmetic depends on (spec C-3, C-4, QUO-4).
+"""Java numeric and text semantics that Kafka's quota arithmetic depends on (docs/rules.md C-3, C-4, QUO-4).
 
 Quota decisions compare IEEE doubles computed exactly as Kafka computes them, and throttle times are
 rounded with Java's ``Math.round``; these helpers keep those rules in one place.

@@ -1,4 +1,4 @@
-"""Request-time quotas (KIP-124): Kafka's ``ClientRequestQuotaManager`` (spec QUO-11).
+"""Request-time quotas (KIP-124): Kafka's ``ClientRequestQuotaManager`` (docs/rules.md QUO-11).
 
 Handler and network time are recorded as a percentage of one second of one thread (1 ms -> 0.1);
 ``request_percentage`` is the allowed percentage. The throttle is capped at one quota window. Internal

@@ -1,5 +1,5 @@
-"""Sensors and the metrics registry (Kafka's ``Sensor``, ``KafkaMetric`` and ``Metrics``; spec STAT-7,
-STAT-9).
+"""Sensors and the metrics registry (Kafka's ``Sensor``, ``KafkaMetric`` and ``Metrics``; STAT-7,
+STAT-9 in docs/rules.md).
 
 A ``Sensor`` records a value into every stat it holds and then checks each metric that has a quota,
 raising ``QuotaViolationError`` with the observed value and the bound (the record is not rolled back;

@@ -1,5 +1,5 @@
 """Windowed statistics and quota bounds: Kafka's ``SampledStat``, ``WindowedSum``, ``Rate``, ``Avg``,
-``TokenBucket``, ``Quota`` and ``MetricConfig`` (spec STAT-1..STAT-6, TB-1..TB-3).
+``TokenBucket``, ``Quota`` and ``MetricConfig`` (docs/rules.md STAT-1..STAT-6, TB-1..TB-3).
 
 Every stat takes ``now`` in ms and the config it is measured with; arithmetic is done in the order
 Kafka does it, so rates are the same IEEE doubles a broker computes (C-5). Samples live in parallel

@@ -1,4 +1,4 @@
-"""Throttle-time maths in one place (Kafka's ``QuotaUtils``; spec STAT-8, TB-3).
+"""Throttle-time maths in one place (Kafka's ``QuotaUtils``; docs/rules.md STAT-8, TB-3).
 
 Every manager asks these functions, never computes a throttle itself.
 """

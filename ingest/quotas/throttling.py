@@ -1,4 +1,4 @@
-"""Throttling mechanics (spec QUO-14): throttled channels, one delay queue and one reaper per quota
+"""Throttling mechanics (docs/rules.md QUO-14): throttled channels, one delay queue and one reaper per quota
 type, and the start/end callbacks a transport uses to mute and unmute a client.
 
 A positive throttle puts the channel in the quota type's delay queue until ``now + throttle``; the

@@ -167,7 +167,8 @@ def run_rollup(
     decode: bool = True,
     progress: Callable[[str], None] = lambda _: None,
 ) -> RollupReport:
-    """Decode what bronze gained, then bring the four gold tables up to date."""
+    """Decode what bronze gained, then bring the six gold tables (``ROLLUP_TABLES``,
+    ``ACTIVITY_TABLES``) up to date."""
     report = RollupReport()
     if decode:
         report.decode = run_decode(lake, data_root, progress=progress)

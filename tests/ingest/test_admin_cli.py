@@ -5,7 +5,6 @@ The CLI is synchronous (httpx.Client): it runs in a worker thread while the serv
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import shutil
@@ -22,7 +21,7 @@ from aiohttp.test_utils import TestServer
 
 from ingest.admin import SinkAdmin, SuperUserAuthorizer
 from ingest.admin_api import admin_routes
-from ingest.admin_cli import TOKEN_ENV, add_admin_parser, run_admin
+from ingest.admin_cli import TOKEN_ENV, run_admin
 from ingest.config_log import ConfigImage, ConfigLog, ConfigLogFollower, SubscriptionChange
 from ingest.identity import ANONYMOUS, CLIENT_ID_HEADER
 from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, create_quota_managers
@@ -33,6 +32,7 @@ from subscriptions import (
     SubscriptionStore,
     kafka_uuid_string,
 )
+from telemetry_sink.cli import build_parser
 from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.integration
@@ -61,8 +61,7 @@ class Sink:
 
     async def cli(self, *argv: str, token: str | None = TOKEN, url: str | None = None) -> int:
         """``telemetry-sink admin --url URL [--token TOKEN] *argv``, run as the CLI runs it."""
-        parser = argparse.ArgumentParser()
-        add_admin_parser(parser.add_subparsers(dest="command"))
+        parser = build_parser()
         credential = [] if token is None else ["--token", token]
         args = parser.parse_args(["admin", "--url", url or self.url, *credential, *argv])
         return await asyncio.to_thread(run_admin, args)
@@ -233,8 +232,7 @@ async def test_a_command_that_cannot_be_sent_is_a_usage_error_on_one_line(
     ids=["unknown-subscription-key", "name-and-default", "quota-not-a-number", "negative-limit"],
 )
 def test_argparse_refuses_malformed_options_with_exit_2(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser()
-    add_admin_parser(parser.add_subparsers(dest="command"))
+    parser = build_parser()
     with pytest.raises(SystemExit) as exited:
         parser.parse_args(["admin", *argv])
     assert exited.value.code == 2

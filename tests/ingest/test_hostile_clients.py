@@ -521,7 +521,7 @@ async def test_f2_parse_bombs_are_refused_as_too_large_on_every_transport(sink: 
 async def test_f3_invalid_utf8_client_id_is_refused_with_400_and_batch_mates_land(sink: Running) -> None:
     """F3: ``x-kafka-client-id: \\xff`` (raw bytes): one bad header byte used to fail the whole
     group commit (every batch-mate answered UNAVAILABLE, ``/readyz`` 503). Sent ten times, between
-    the OTLP/HTTP client's exports, on the OTLP export (with a fixed instance id, as in the review)
+    the OTLP/HTTP client's exports, on the OTLP export (with a fixed instance id)
     and on a KIP-714 Get."""
     good_payload = encode_metrics(sdk_metrics("attacker")).SerializeToString()
     poisoned = [("Content-Type", b"application/x-protobuf"), ("x-kafka-client-id", b"\xff")]

@@ -1,4 +1,4 @@
-"""A fake millisecond clock. Starts at a realistic epoch value, as the spec asks (C-1).
+"""A fake millisecond clock. Starts at a realistic epoch value, as docs/rules.md asks (C-1).
 
 It also implements ``ingest.quotas.clock.Clock``: ``wait`` never sleeps; when nothing sets the event
 it jumps the clock forward by the timeout (virtual time), so waits in tests take no wall time.

@@ -1,4 +1,4 @@
-"""Connection quotas at the Kafka listener over real loopback sockets: the spec's CONN worked examples
+"""Connection quotas at the Kafka listener over real loopback sockets: docs/rules.md's CONN worked examples
 (CONN-E1 per-IP count, CONN-E2 IP creation rate and its updates, CONN-E3 nothing recorded for a
 rejected connection, CONN-E4 the broker-wide count) and the listener's own limits. Time is a stepped
 fake clock: a connection that must wait waits on it, and the test moves it on."""

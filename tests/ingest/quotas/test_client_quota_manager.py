@@ -17,7 +17,9 @@ from ingest.quotas.callback import (
 )
 from ingest.quotas.client_quota_manager import ClientQuotaManager, QuotaManagerConfig
 from ingest.quotas.entities import (
+    CLIENT,
     DEFAULT,
+    USER,
     ClientQuotaEntity,
     ClusterMetadata,
     QuotaType,
@@ -50,14 +52,35 @@ def test_QUO_1_manager_config_defaults() -> None:
     assert (config.num_quota_samples, config.quota_window_size_seconds) == (11, 1)
 
 
-def test_QUO_3_nothing_is_recorded_while_no_quota_was_ever_set() -> None:
+def _enabled(m: ClientQuotaManager) -> bool:
+    return m.quotas_enabled
+
+
+def test_QUO_3_nothing_is_recorded_while_no_quota_is_set() -> None:
     m = _produce()
     assert not m.quotas_enabled
     assert _record(m, "u", "c", 10**12) == 0
     assert len(m.metrics) == 1  # only the delay-queue sensor
     m.update_quota(E(None, "c"), 100)
+    assert _enabled(m)
     m.update_quota(E(None, "c"), None)
-    assert m.quotas_enabled  # the mask is never cleared
+    assert not _enabled(m)  # Kafka 4.4: the level's last entity removed clears its bit
+    assert _record(m, "u", "c", 10**12) == 0
+
+
+def test_QUO_3_each_level_counts_its_entities_and_is_cleared_with_its_last() -> None:
+    m = _produce()
+    m.update_quota(E("alice", None), 100)
+    m.update_quota(E("bob", None), 100)
+    m.update_quota(E("alice", None), 200)  # a new value for a configured entity: counted once
+    m.update_quota(E(None, "c"), 100)
+    assert m.callback.quota_types_enabled(m.quota_type) == USER | CLIENT  # type: ignore[attr-defined]
+    m.update_quota(E("carol", None), None)  # not configured: nothing changes
+    m.update_quota(E("alice", None), None)
+    assert m.callback.quota_types_enabled(m.quota_type) == USER | CLIENT  # type: ignore[attr-defined]
+    m.update_quota(E("bob", None), None)
+    assert m.callback.quota_types_enabled(m.quota_type) == CLIENT  # type: ignore[attr-defined]
+    assert _tags(m, "bob", "c") == ("", "c")  # CLIENT alone: the fast path again
 
 
 def test_Q_E1_QUO_4_QUO_5_precedence() -> None:
@@ -108,7 +131,7 @@ def _tags(m: ClientQuotaManager, user: str, client: str) -> tuple[str, ...]:
     return tuple(tags.values())
 
 
-def test_Q_E2_single_user_level_fast_path_and_removal_keeps_tags() -> None:
+def test_Q_E2_single_user_level_fast_path_and_removal_disables_quotas() -> None:
     m = _produce()
     m.update_quota(E("userA", None), 10)
     assert _tags(m, "userA", "anything") == ("userA", "")
@@ -116,9 +139,10 @@ def test_Q_E2_single_user_level_fast_path_and_removal_keeps_tags() -> None:
     m.update_quota(E("userA", None), None)
     sensors = m._by_sensor["Produce-userA:"]
     assert sensors.quota_metric.config.quota is not None
-    assert sensors.quota_metric.config.quota.bound == float(LONG_MAX)
+    assert sensors.quota_metric.config.quota.bound == float(LONG_MAX)  # QUO-8: existing sensors re-bound
     assert _record(m, "userA", "c", 11000) == 0
-    assert _tags(m, "userA", "c") == ("userA", "")
+    assert not m.quotas_enabled  # QUO-3 (Kafka 4.4): the only USER entity gone, the mask is 0
+    assert _tags(m, "userA", "c") == ("", "c")
 
 
 def test_Q_E2_QUO_6_default_client_only_and_sensor_names() -> None:
@@ -214,7 +238,7 @@ def test_QUO_9_fetch_unrecord_takes_the_bytes_back() -> None:
 def test_Q_E4_R_2_QUO_11_request_quota() -> None:
     m = ClientRequestQuotaManager(QuotaManagerConfig(), Metrics(), T0)
     m.update_quota(E(None, "c"), 1.0)
-    # the same doubles Kafka computes (nanos x (100.0 / 1e9)); the spec prints them rounded
+    # the same doubles Kafka computes (nanos x (100.0 / 1e9)); docs/rules.md prints them rounded
     assert nanos_to_percentage(4_000_000) == 4_000_000 * (100.0 / 1e9) == pytest.approx(0.4)
     assert nanos_to_percentage(67_100_000) == pytest.approx(6.71)
     assert nanos_to_percentage(500_000_000) == 50.0

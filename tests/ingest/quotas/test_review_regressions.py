@@ -1,4 +1,4 @@
-"""Regression tests for an independent review of the engine against the spec."""
+"""Regression tests for an independent review of the engine against docs/rules.md."""
 
 from __future__ import annotations
 
