@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, NamedTuple
 
-__all__ = ["ExportResult", "Exporter", "Health", "PushContext", "TelemetryPush", "new_push_id"]
+__all__ = ["ExportResult", "Exporter", "Health", "PushContext", "TelemetryPush", "entity_text", "new_push_id"]
 
 
 class ExportResult(Enum):
@@ -66,6 +66,14 @@ def _utf8_bytes(value: str) -> int | None:
 def new_push_id() -> str:
     """A unique id for one accepted push (a random UUID in its 32-hex-digit form)."""
     return uuid.uuid4().hex
+
+
+def entity_text(tags: Iterable[tuple[str, str]]) -> str:
+    """A quota entity's tags as one stable string, sorted ``k=v`` pairs: ``client-id=c1,user=alice``
+    (the bronze tables' ``quota_entity`` and ``entity`` columns). The tag names are the quota engine's
+    (``ingest.quotas.entities``); exporters import no other package of the repo, so the string form
+    is defined here."""
+    return ",".join(f"{key}={value}" for key, value in sorted(tags))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +138,7 @@ class PushContext:
     @property
     def quota_entity(self) -> str:
         """The quota tags as one stable string, e.g. ``client-id=,user=alice``."""
-        return ",".join(f"{key}={value}" for key, value in sorted(self.quota_tags.items()))
+        return entity_text(self.quota_tags.items())
 
 
 @dataclass(frozen=True, slots=True)

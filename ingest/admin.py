@@ -2,9 +2,11 @@
 the config log's history.
 
 Every operation is authorized on the CLUSTER resource as Kafka does it: changes need ALTER_CONFIGS,
-reads DESCRIBE_CONFIGS (else CLUSTER_AUTHORIZATION_FAILED, 31). The authorizer grants both to the
-configured super users only (``security.super_users``, Kafka's ``super.users``), so the admin API needs
-an admin credential: an mTLS certificate or bearer token whose principal is a super user.
+reads DESCRIBE_CONFIGS (else CLUSTER_AUTHORIZATION_FAILED, 31, with the one denial every transport
+answers: ``subscriptions.errors.ClusterAuthorizationError``, from ``SinkAdmin.denial``). The authorizer
+grants both to the configured super users only (``security.super_users``, Kafka's ``super.users``), so
+the admin API needs an admin credential: an mTLS certificate or bearer token whose principal is a
+super user.
 
 Changes are validated with Kafka's rules and codes (TEL-2..4 for subscriptions, QUO-2 for quotas), go
 through the mutation quota (KIP-599, ``controller_mutation_rate``; one permit per subscription or
@@ -36,7 +38,6 @@ from ingest.config_log import (
     ConfigLogError,
     ConfigLogFollower,
     ConfigRecord,
-    EntityComponent,
     InvalidFilterError,
     QuotaChange,
     SubscriptionChange,
@@ -48,7 +49,7 @@ from ingest.quotas import (
     QuotaManagers,
     ThrottlingQuotaExceededError,
 )
-from ingest.quotas.entities import validate_quota
+from ingest.quotas.entities import EntityComponent, validate_quota
 from subscriptions import (
     AdminResult,
     ClientContext,
@@ -58,6 +59,7 @@ from subscriptions import (
     kafka_uuid_string,
 )
 from subscriptions.admin import Operation
+from subscriptions.errors import ApiError, ClusterAuthorizationError
 from subscriptions.gating import NEVER
 from subscriptions.instance import ClientInstance
 from subscriptions.model import PropertyValue
@@ -142,8 +144,11 @@ class SinkAdmin:
         self.strict_mutation_quota = strict_mutation_quota
         self.subscriptions = ClientMetricsAdmin(follower.image.store, authorizer)
 
-    def authorized(self, client: ClientContext, operation: Operation) -> bool:
-        return self.authorizer.authorize(client.principal, operation)
+    def denial(self, client: ClientContext, operation: Operation) -> ClusterAuthorizationError | None:
+        """Why ``client`` may not perform ``operation`` on the cluster; None when it may."""
+        if self.authorizer.authorize(client.principal, operation):
+            return None
+        return ClusterAuthorizationError(operation)
 
     # -- subscriptions --------------------------------------------------------------------------
 
@@ -245,11 +250,8 @@ class SinkAdmin:
     ) -> AlterClientQuotasResult:
         """AlterClientQuotas: every entry is validated and answered on its own; the valid ones are
         logged together as one change."""
-        if not self.authorized(client, "ALTER_CONFIGS"):
-            denied = "Cluster authorization failed (ALTER_CONFIGS)"
-            return AlterClientQuotasResult(
-                [(a.entity, Errors.CLUSTER_AUTHORIZATION_FAILED, denied) for a in alterations]
-            )
+        if (denied := self.denial(client, "ALTER_CONFIGS")) is not None:
+            return AlterClientQuotasResult([(a.entity, denied.error, str(denied)) for a in alterations])
         quota = self._mutation_quota(client)
         now = self.now_ms()
         entries: list[tuple[ClientQuotaEntity, Errors, str | None]] = []
@@ -297,8 +299,8 @@ class SinkAdmin:
         self, client: ClientContext, components: Sequence[EntityComponent], *, strict: bool = False
     ) -> AdminResult[list[tuple[dict[str, str], dict[str, float]]]]:
         """DescribeClientQuotas: the configured quotas of the entities matching the filter."""
-        if not self.authorized(client, "DESCRIBE_CONFIGS"):
-            return AdminResult(Errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed")
+        if (denied := self.denial(client, "DESCRIBE_CONFIGS")) is not None:
+            return _refused(denied)
         try:
             found = self.follower.image.describe_client_quotas(components, strict)
         except InvalidFilterError as exc:
@@ -308,8 +310,8 @@ class SinkAdmin:
     # -- client instances and history ----------------------------------------------------------
 
     def list_instances(self, client: ClientContext, limit: int) -> AdminResult[list[dict[str, Any]]]:
-        if not self.authorized(client, "DESCRIBE_CONFIGS"):
-            return AdminResult(Errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed")
+        if (denied := self.denial(client, "DESCRIBE_CONFIGS")) is not None:
+            return _refused(denied)
         found: list[dict[str, Any]] = []
         for instance in self.manager.instances():
             if len(found) >= limit:
@@ -318,15 +320,15 @@ class SinkAdmin:
         return AdminResult(Errors.NONE, None, found)
 
     def describe_instance(self, client: ClientContext, instance_id: UUID) -> AdminResult[dict[str, Any]]:
-        if not self.authorized(client, "DESCRIBE_CONFIGS"):
-            return AdminResult(Errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed")
+        if (denied := self.denial(client, "DESCRIBE_CONFIGS")) is not None:
+            return _refused(denied)
         instance = self.manager.instance(instance_id)
         return AdminResult(Errors.NONE, None, None if instance is None else instance_summary(instance))
 
     async def history(self, client: ClientContext, since: int) -> AdminResult[list[ConfigRecord]]:
         """The config log's changes after offset ``since``."""
-        if not self.authorized(client, "DESCRIBE_CONFIGS"):
-            return AdminResult(Errors.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed")
+        if (denied := self.denial(client, "DESCRIBE_CONFIGS")) is not None:
+            return _refused(denied)
         return AdminResult(Errors.NONE, None, await self.follower.history(since))
 
     def _mutation_quota(self, client: ClientContext) -> ControllerMutationQuota:
@@ -335,6 +337,11 @@ class SinkAdmin:
         if self.strict_mutation_quota:
             return manager.new_strict_quota(client.principal, client_id, now)
         return manager.new_permissive_quota(client.principal, client_id, now)
+
+
+def _refused(error: ApiError) -> AdminResult[Any]:
+    """The answer to an operation refused with ``error``: its code and message."""
+    return AdminResult(error.error, str(error))
 
 
 def _validated(alteration: QuotaAlteration) -> list[ConfigChange]:

@@ -37,24 +37,19 @@ that won). For AlterClientQuotas the answer is 409 too, with the entries' errors
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, cast
 
 from aiohttp import web
 
 from ingest.admin import QuotaAlteration, SinkAdmin
-from ingest.config_log import (
-    ENTITY_FIELDS,
-    ConfigRecord,
-    EntityComponent,
-    QuotaChange,
-    SubscriptionChange,
-    entity_parts,
-)
+from ingest.config_log import ConfigRecord, QuotaChange, SubscriptionChange
 from ingest.errors import admin_http_status, retry_after_seconds
 from ingest.http_app import small_json
 from ingest.identity import ANONYMOUS, parse_instance_id
 from ingest.quotas import DEFAULT, ClientQuotaEntity
+from ingest.quotas.entities import ENTITY_FIELDS, EntityComponent, EntityType, entity_parts
 from subscriptions import AdminResult, ClientContext, Errors, kafka_uuid_string
+from subscriptions.errors import ApiError
 from subscriptions.model import PropertyValue
 
 __all__ = ["ADMIN_PREFIX", "admin_routes"]
@@ -63,8 +58,10 @@ ADMIN_PREFIX: Final = "/admin/v1"
 _DEFAULT_LIMIT: Final = 1000
 
 
-class _BadRequestError(ValueError):
-    pass
+class _BadRequestError(ApiError, ValueError):
+    """A request body or parameter that cannot be read: INVALID_REQUEST (42)."""
+
+    error = Errors.INVALID_REQUEST
 
 
 def _answer(
@@ -133,7 +130,7 @@ def _entity(parts: Any) -> ClientQuotaEntity:
         if kind in names:
             raise _BadRequestError(f"Entity type {kind} cannot appear more than once")
         names[kind] = DEFAULT if name is None else name
-    return ClientQuotaEntity(names.get("user"), names.get("client-id"), names.get("ip"))
+    return ClientQuotaEntity.from_parts(names)
 
 
 def _entity_json(parts: Mapping[str, str]) -> list[dict[str, str | None]]:
@@ -168,7 +165,7 @@ def _components(body: Any) -> tuple[list[EntityComponent], bool]:
     for c in body.get("components", []):
         if not isinstance(c, dict) or not isinstance(c.get("match_type"), int):
             raise _BadRequestError("each component is {entity_type, match_type, match}")
-        entity_type = cast(Literal["user", "client-id", "ip"], c.get("entity_type"))
+        entity_type = cast(EntityType, c.get("entity_type"))
         components.append(EntityComponent(entity_type, c["match_type"], c.get("match")))
     return components, bool(body.get("strict", False))
 
@@ -199,8 +196,8 @@ def admin_routes(
             client = client_of(request)
             try:
                 return await serve(request, client)
-            except _BadRequestError as exc:
-                return _answer(client, Errors.INVALID_REQUEST, str(exc))
+            except ApiError as exc:
+                return _answer(client, exc.error, str(exc))
 
         return handle
 

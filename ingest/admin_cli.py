@@ -47,10 +47,10 @@ import httpx
 
 from ingest.admin_api import ADMIN_PREFIX
 from ingest.config import ServerConfig, SinkConfig, SinkConfigError
-from ingest.config_log import ENTITY_FIELDS, MATCH_DEFAULT, MATCH_EXACT
 from ingest.errors import error_name
 from ingest.identity import CLIENT_ID_HEADER
 from ingest.quotas import DEFAULT
+from ingest.quotas.entities import CLIENT_ID_TAG, ENTITY_FIELDS, IP_TAG, MATCH_DEFAULT, MATCH_EXACT, USER_TAG
 from subscriptions.model import CONFIG_KEYS, INTERVAL_MS_CONFIG, MATCH_CONFIG, METRICS_CONFIG
 
 __all__ = [
@@ -247,7 +247,7 @@ def _add_subscriptions(resources: argparse._SubParsersAction[argparse.ArgumentPa
 
 def _add_entity_flags(parser: argparse.ArgumentParser) -> None:
     """kafka-configs.sh's entity shorthands: a name, or the default entity, per entity type."""
-    for kind, aliases in (("user", ()), ("client-id", ("--client",)), ("ip", ())):
+    for kind, aliases in ((USER_TAG, ()), (CLIENT_ID_TAG, ("--client",)), (IP_TAG, ())):
         dest = ENTITY_FIELDS[kind]
         group = parser.add_mutually_exclusive_group()
         metavar = kind.upper().replace("-", "_")
@@ -607,9 +607,8 @@ def _base_url(args: argparse.Namespace) -> str:
     """``--url``, else the HTTP listener of ``--config`` on this host, else ``DEFAULT_URL``."""
     url: str | None = args.url
     if url is None and getattr(args, "config", None) is not None:
-        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}  # not a setting of the sink
         try:
-            server = SinkConfig.load(args.config, env).server
+            server = SinkConfig.load(args.config).server
         except SinkConfigError as exc:
             raise _UsageError(f"--config {args.config}: {exc}") from exc
         url = f"{'https' if server.tls_cert_file else 'http'}://localhost:{server.http_port}"

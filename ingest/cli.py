@@ -20,9 +20,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-__all__ = ["BRONZE_TABLES", "add_arguments"]
-
-BRONZE_TABLES = ("telemetry_pushes", "quota_samples")
+__all__ = ["add_arguments"]
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
@@ -240,7 +238,7 @@ def _derived_tables(root: str, storage_options: Mapping[str, str]) -> list[str]:
     """The other Delta tables directly under the data root: the Spark jobs' silver and gold tables
     (not the config log, whose history the replicas read)."""
     from exporters import delta_tables_under  # noqa: PLC0415 - see the docstring
-    from ingest.config_log import CONFIG_LOG_TABLE  # noqa: PLC0415
+    from exporters.delta.schema import BRONZE_TABLES, CONFIG_LOG_TABLE  # noqa: PLC0415
 
     return [
         name
@@ -255,6 +253,7 @@ def _tables_to_maintain(
     """Each named table under the data root (a path or an object-store URI), or each of its replica
     shards; by default the bronze tables and every other table there (silver and gold)."""
     from exporters import list_shards  # noqa: PLC0415 - see the docstring
+    from exporters.delta.schema import BRONZE_TABLES  # noqa: PLC0415
 
     if not names:
         names = [*BRONZE_TABLES, *_derived_tables(root, storage_options)]

@@ -71,6 +71,10 @@ subscriptions:                  # bootstrap subscriptions, as the admin API woul
 client_quotas:                  # bootstrap client quotas, as AlterClientQuotas would set them
   - entity: {user: null}        # null: the <default> entity; parts: user, client-id, ip
     quotas: {producer_byte_rate: 1048576}
+spark:                          # how rollup and dashboard start Spark; their flags override it
+  master: null                  # --master; null: local[*]
+  conf: {}                      # --conf: spark.* settings passed through ({spark.executor.memory: 4g})
+  delta_connector: auto         # --delta-connector: auto, on or off (the Delta Spark connector)
 ```
 
 Bootstrap subscriptions and quotas are applied at every start, then the config log on top of them
@@ -79,17 +83,23 @@ Bootstrap subscriptions and quotas are applied at every start, then the config l
 Every key can be overridden from the environment: ``TELEMETRY_SINK_<KEY>`` for top-level keys and
 ``TELEMETRY_SINK_<SECTION>__<KEY>`` inside a section, upper-cased, with ``.`` in Kafka's keys written
 as ``_`` (``TELEMETRY_SINK_SERVER__GRPC_PORT=5317``, ``TELEMETRY_SINK_QUOTAS__QUOTA_WINDOW_NUM=5``).
-Values from the environment are parsed as YAML scalars. ``SinkConfig.load`` reports every problem at
-once.
+Values from the environment are parsed as YAML scalars. Two ``TELEMETRY_SINK_*`` variables of the
+project are not settings and are left alone (``NOT_SETTINGS``: the admin command's bearer token, the
+build's switch); any other that names no setting is a problem, so that a typo does not pass unnoticed.
+
+Each value is parsed into its key's type (and range) before the section's frozen object is built, so a
+built object only holds values of its declared types; what is left to ``validate`` is how keys meet
+(ports that must differ, TLS files that go together, the push size every listener must take).
+``SinkConfig.load`` reports every problem at once.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import yaml
 
@@ -97,7 +107,6 @@ from exporters import default_replica_id
 from exporters.delta.object_store import commit_safety_problems
 from ingest.admission import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OVERLOAD_RETRY_AFTER_MS
 from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
-from ingest.config_log import ENTITY_FIELDS
 from ingest.connections import (
     DEFAULT_GATE_LIMITS,
     DEFAULT_HTTP_TIMEOUTS,
@@ -109,14 +118,18 @@ from ingest.connections import (
 from ingest.decoding import DEFAULT_DECODE_PROCESSES
 from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS
 from ingest.limits import RequestLimits
-from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
+from ingest.quotas import ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
 from ingest.quotas.entities import validate_quota
 from ingest.security import Authenticator, is_principal, load_tokens, parse_proxy_addresses
 from subscriptions import ClientMetricsConfig, ConfigError, SubscriptionError, SubscriptionStore
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 __all__ = [
     "DEFAULT_SUBSCRIPTIONS",
     "ENV_PREFIX",
+    "NOT_SETTINGS",
     "AdminConfig",
     "ExporterConfig",
     "KafkaListenerConfig",
@@ -124,9 +137,13 @@ __all__ = [
     "ServerConfig",
     "SinkConfig",
     "SinkConfigError",
+    "SparkConfig",
 ]
 
 ENV_PREFIX: Final = "TELEMETRY_SINK_"
+NOT_SETTINGS: Final = frozenset({"TELEMETRY_SINK_ADMIN_TOKEN", "TELEMETRY_SINK_PURE_PYTHON"})
+"""The project's ``TELEMETRY_SINK_*`` variables that are not settings: the ``admin`` command's bearer
+token (``ingest.admin_cli.TOKEN_ENV``) and ``setup.py``'s switch to build without mypyc."""
 DEFAULT_SUBSCRIPTIONS: Final[Mapping[str, Mapping[str, Any]]] = {
     # the embedded default: every Kafka client metric, every 30 s
     "kafka-client-metrics": {"metrics": "org.apache.kafka.", "interval.ms": 30_000},
@@ -142,6 +159,7 @@ _SECTIONS: Final = (
     "admin",
     "subscriptions",
     "storage_options",
+    "spark",
 )
 _TOP_LEVEL: Final = ("data_root", "replica_id", "client_quotas", *_SECTIONS)
 DEFAULT_QUOTA_SAMPLE_PERIOD_S: Final = 30.0
@@ -153,6 +171,134 @@ class SinkConfigError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("invalid configuration:\n  " + "\n  ".join(problems))
         self.problems = problems
+
+
+# The parsing layer: each field of a section's dataclass says (in its metadata) how a value from the
+# file or the environment becomes a value of its type; ``_parsed`` applies them, one problem per bad
+# value or unknown key, so that the frozen object is built from typed values only.
+
+_T = TypeVar("_T")
+_D = TypeVar("_D", bound="DataclassInstance")
+_PARSE: Final = "parse"
+_INT_MAX: Final = 2**31 - 1
+
+
+class _BadValueError(ValueError):
+    """A value not of its key's type or range; the message says what it must be."""
+
+
+def _parsed_by(parse: Callable[[object], object]) -> dict[str, object]:
+    return {_PARSE: parse}
+
+
+def _key(default: Any, parse: Callable[[object], _T]) -> _T:
+    """A config field: its default, and how a value as written becomes one of its type (the default
+    is one too: a test parses every default with its field's parser)."""
+    declared: _T = field(default=default, metadata=_parsed_by(parse))
+    return declared
+
+
+def _integer(low: int | None, high: int | None = _INT_MAX, must: str = "") -> Callable[[object], int]:
+    """An integer (never a boolean) from ``low`` to ``high`` (None: no bound)."""
+    must = must or f"an integer between {low} and {high}"
+
+    def parse(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _BadValueError(f"must be {must}, got {value!r}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise _BadValueError(f"must be {must}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _number(must: str, accept: Callable[[float], bool]) -> Callable[[object], float]:
+    """A number (never a boolean) that ``accept`` takes, as a float."""
+
+    def parse(value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not accept(value):
+            raise _BadValueError(f"must be {must}, got {value!r}")
+        return float(value)
+
+    return parse
+
+
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _BadValueError(f"must be true or false, got {value!r}")
+    return value
+
+
+def _text(must: str = "a non-empty string") -> Callable[[object], str]:
+    def parse(value: object) -> str:
+        if not isinstance(value, str) or not value:
+            raise _BadValueError(f"must be {must}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _optional(parse: Callable[[object], _T]) -> Callable[[object], _T | None]:
+    """``parse``, or None for null."""
+    return lambda value: None if value is None else parse(value)
+
+
+def _names(separator: str) -> Callable[[object], tuple[str, ...]]:
+    """A list of strings, or Kafka's form: one string split at ``separator`` (``User:a;User:b``)."""
+
+    def parse(value: object) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = [part for part in value.split(separator) if part.strip()]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise _BadValueError(f"must be a list of strings, got {value!r}")
+        return tuple(v.strip() for v in value)
+
+    return parse
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    """A mapping with string keys (null: empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise _BadValueError(f"must be a mapping, got {value!r}")
+    return dict(value)
+
+
+def _parsed(
+    cls: type[_D],
+    section: str,
+    values: Mapping[str, Any],
+    problems: list[str],
+    parse_every: Callable[[object], object] | None = None,
+) -> dict[str, Any]:
+    """The keyword arguments of ``cls`` for the values of ``section``, each parsed by its field's
+    ``_PARSE`` (or ``parse_every``); a problem for every unknown key and bad value, which is left out
+    (the field keeps its default)."""
+    known = {item.name: item for item in fields(cls)}
+    prefix = f"{section}." if section else ""
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        item = known.get(key)
+        if item is None:
+            problems.append(f"unknown key '{prefix}{key}'")
+            continue
+        parse = item.metadata.get(_PARSE, parse_every)
+        assert parse is not None, f"{cls.__name__}.{key} declares no parser"
+        try:
+            kwargs[key] = parse(value)
+        except _BadValueError as exc:
+            problems.append(f"{prefix}{key} {exc}")
+    return kwargs
+
+
+_PORT: Final = _integer(0, 65535, "a port number (0 picks a free one)")
+_POSITIVE: Final = _integer(1, None, "a positive integer")
+_INT32: Final = _integer(1)  # Kafka's int config range: 1 to 2147483647
+_GRPC_LIMIT: Final = _optional(_integer(None, None, "an integer or null"))  # range: ingest.connections
+_PATH: Final = _optional(_text("a path"))
 
 
 DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES: Final = 4 * 1024 * 1024
@@ -185,32 +331,32 @@ class ServerConfig:
 
     null for a ``grpc_*`` limit leaves grpcio's default (none)."""
 
-    host: str = "0.0.0.0"
-    grpc_port: int = 4317
-    http_port: int = 4318
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    tls_client_ca_file: str | None = None
-    shutdown_grace_s: float = 30.0
-    shutdown_flush_s: float = 20.0
-    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
-    max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS
-    overload_retry_after_ms: int = DEFAULT_OVERLOAD_RETRY_AFTER_MS
-    max_hold_delay_ms: int = DEFAULT_MAX_HOLD_DELAY_MS
-    decode_processes: int = DEFAULT_DECODE_PROCESSES
-    http_max_connections: int = DEFAULT_LISTENER_MAX_CONNECTIONS
-    http_header_timeout_ms: int = DEFAULT_HTTP_TIMEOUTS.header_ms
-    http_body_timeout_ms: int = DEFAULT_HTTP_TIMEOUTS.body_ms
-    http_idle_timeout_ms: int = DEFAULT_HTTP_TIMEOUTS.idle_ms
-    max_waiting_connections: int = DEFAULT_GATE_LIMITS.max_waiting
-    connection_wait_timeout_ms: int = DEFAULT_GATE_LIMITS.max_wait_ms
-    grpc_max_connections: int | None = DEFAULT_LISTENER_MAX_CONNECTIONS
-    grpc_max_concurrent_streams: int | None = 100
-    grpc_max_connection_idle_ms: int | None = 600_000
-    grpc_max_connection_age_ms: int | None = None
-    grpc_max_connection_age_grace_ms: int | None = None
-    grpc_max_receive_message_bytes: int = DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES
-    otlp_tolerant_intake: bool = False
+    host: str = _key("0.0.0.0", _text("a host name or address"))
+    grpc_port: int = _key(4317, _PORT)
+    http_port: int = _key(4318, _PORT)
+    tls_cert_file: str | None = _key(None, _PATH)
+    tls_key_file: str | None = _key(None, _PATH)
+    tls_client_ca_file: str | None = _key(None, _PATH)
+    shutdown_grace_s: float = _key(30.0, _number("a number of seconds >= 0", lambda s: s >= 0))
+    shutdown_flush_s: float = _key(20.0, _number("a number of seconds > 0", lambda s: s > 0))
+    max_decompressed_bytes: int = _key(DEFAULT_MAX_DECOMPRESSED_BYTES, _POSITIVE)
+    max_concurrent_requests: int = _key(DEFAULT_MAX_CONCURRENT_REQUESTS, _POSITIVE)
+    overload_retry_after_ms: int = _key(DEFAULT_OVERLOAD_RETRY_AFTER_MS, _POSITIVE)
+    max_hold_delay_ms: int = _key(DEFAULT_MAX_HOLD_DELAY_MS, _integer(0, None, "an integer >= 0"))
+    decode_processes: int = _key(DEFAULT_DECODE_PROCESSES, _POSITIVE)
+    http_max_connections: int = _key(DEFAULT_LISTENER_MAX_CONNECTIONS, _INT32)
+    http_header_timeout_ms: int = _key(DEFAULT_HTTP_TIMEOUTS.header_ms, _INT32)
+    http_body_timeout_ms: int = _key(DEFAULT_HTTP_TIMEOUTS.body_ms, _INT32)
+    http_idle_timeout_ms: int = _key(DEFAULT_HTTP_TIMEOUTS.idle_ms, _INT32)
+    max_waiting_connections: int = _key(DEFAULT_GATE_LIMITS.max_waiting, _INT32)
+    connection_wait_timeout_ms: int = _key(DEFAULT_GATE_LIMITS.max_wait_ms, _INT32)
+    grpc_max_connections: int | None = _key(DEFAULT_LISTENER_MAX_CONNECTIONS, _GRPC_LIMIT)
+    grpc_max_concurrent_streams: int | None = _key(100, _GRPC_LIMIT)
+    grpc_max_connection_idle_ms: int | None = _key(600_000, _GRPC_LIMIT)
+    grpc_max_connection_age_ms: int | None = _key(None, _GRPC_LIMIT)
+    grpc_max_connection_age_grace_ms: int | None = _key(None, _GRPC_LIMIT)
+    grpc_max_receive_message_bytes: int = _key(DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES, _POSITIVE)
+    otlp_tolerant_intake: bool = _key(False, _boolean)
     """An OTLP protobuf body that does not parse is retried decompressed (by its magic bytes) and
     without trailing zero bytes, each repair counted (docs/ingest.md "Raw forwarders")."""
 
@@ -232,19 +378,12 @@ class ServerConfig:
         return GateLimits(self.max_waiting_connections, self.connection_wait_timeout_ms)
 
     def validate(self) -> list[str]:
+        """How the (parsed) keys meet: grpcio's ranges, ports, TLS files."""
         problems = []
         try:
             self.grpc_options()
         except ValueError as exc:
             problems.append(f"server: {exc}")
-        for name in _CONNECTION_LIMITS:
-            value = getattr(self, name)
-            if not _is_int(value) or not 1 <= value <= 2**31 - 1:
-                problems.append(f"server.{name} must be an integer between 1 and 2147483647, got {value!r}")
-        for name in ("grpc_port", "http_port"):
-            port = getattr(self, name)
-            if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-                problems.append(f"server.{name} must be a port number (0 picks a free one), got {port!r}")
         if self.grpc_port == self.http_port != 0:
             problems.append("server.grpc_port and server.http_port must differ")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
@@ -255,42 +394,7 @@ class ServerConfig:
             path = getattr(self, name)
             if path is not None and not Path(path).is_file():
                 problems.append(f"server.{name}: no such file {path!r}")
-        if not isinstance(self.shutdown_grace_s, int | float) or self.shutdown_grace_s < 0:
-            problems.append("server.shutdown_grace_s must be a number of seconds >= 0")
-        if not isinstance(self.shutdown_flush_s, int | float) or not self.shutdown_flush_s > 0:
-            problems.append("server.shutdown_flush_s must be a number of seconds > 0")
-        for name in (
-            "max_decompressed_bytes",
-            "max_concurrent_requests",
-            "overload_retry_after_ms",
-            "decode_processes",
-            "grpc_max_receive_message_bytes",
-        ):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                problems.append(f"server.{name} must be a positive integer, got {value!r}")
-        if not _is_int(self.max_hold_delay_ms) or self.max_hold_delay_ms < 0:
-            problems.append(
-                f"server.max_hold_delay_ms must be an integer >= 0, got {self.max_hold_delay_ms!r}"
-            )
-        tolerant: object = self.otlp_tolerant_intake  # as loaded: any YAML value
-        if not isinstance(tolerant, bool):
-            problems.append(f"server.otlp_tolerant_intake must be true or false, got {tolerant!r}")
         return problems
-
-
-_CONNECTION_LIMITS: Final = (
-    "http_max_connections",
-    "http_header_timeout_ms",
-    "http_body_timeout_ms",
-    "http_idle_timeout_ms",
-    "max_waiting_connections",
-    "connection_wait_timeout_ms",
-)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 8 * 1024 * 1024
@@ -308,95 +412,31 @@ class KafkaListenerConfig:
     and closes the connection when the request is larger than its API's cap (a Metadata request for
     10,000 topics of 100 bytes fits). ``max_connections`` is 10,000 (Kafka: none)."""
 
-    port: int | None = 9094
-    advertised_host: str | None = None
-    advertised_port: int | None = None
-    node_id: int = 0
-    cluster_id: str = "telemetry-sink"
-    socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
-    non_push_request_max_bytes: int = 1024 * 1024
-    connections_max_idle_ms: int = 600_000
-    request_read_timeout_ms: int = 30_000
-    max_connections: int = DEFAULT_LISTENER_MAX_CONNECTIONS
-    max_connection_creation_rate: int = 2_147_483_647
-
-    def validate(self) -> list[str]:
-        problems = []
-        for name in ("port", "advertised_port"):
-            port = getattr(self, name)
-            if port is not None and (not _is_int(port) or not 0 <= port <= 65535):
-                problems.append(f"kafka_listener.{name} must be a port number or null, got {port!r}")
-        if self.advertised_host is not None and (
-            not isinstance(self.advertised_host, str) or not self.advertised_host
-        ):
-            problems.append("kafka_listener.advertised_host must be a host name or null")
-        if not isinstance(self.cluster_id, str) or not self.cluster_id:
-            problems.append("kafka_listener.cluster_id must be a non-empty string")
-        if not _is_int(self.node_id) or not 0 <= self.node_id <= 2**31 - 1:
-            problems.append(f"kafka_listener.node_id must be an integer >= 0, got {self.node_id!r}")
-        for name in (
-            "socket_request_max_bytes",
-            "non_push_request_max_bytes",
-            "connections_max_idle_ms",
-            "request_read_timeout_ms",
-            "max_connections",
-            "max_connection_creation_rate",
-        ):
-            value = getattr(self, name)
-            if not _is_int(value) or not 1 <= value <= 2**31 - 1:
-                problems.append(
-                    f"kafka_listener.{name} must be an integer between 1 and 2147483647, got {value!r}"
-                )
-        return problems
+    port: int | None = _key(9094, _optional(_integer(0, 65535, "a port number or null")))
+    advertised_host: str | None = _key(None, _optional(_text("a host name or null")))
+    advertised_port: int | None = _key(None, _optional(_integer(0, 65535, "a port number or null")))
+    node_id: int = _key(0, _integer(0, _INT_MAX, "an integer >= 0"))
+    cluster_id: str = _key("telemetry-sink", _text())
+    socket_request_max_bytes: int = _key(DEFAULT_SOCKET_REQUEST_MAX_BYTES, _INT32)
+    non_push_request_max_bytes: int = _key(1024 * 1024, _INT32)
+    connections_max_idle_ms: int = _key(600_000, _INT32)
+    request_read_timeout_ms: int = _key(30_000, _INT32)
+    max_connections: int = _key(DEFAULT_LISTENER_MAX_CONNECTIONS, _INT32)
+    max_connection_creation_rate: int = _key(_INT_MAX, _INT32)
 
 
 @dataclass(frozen=True, slots=True)
 class SecurityConfig:
     """Who may say who they are: bearer tokens, trusted proxies (by exact address and/or certificate
-    principal), whether a principal is required, super users (``ingest.security``)."""
+    principal), whether a principal is required, super users (``ingest.security``). Lists may be
+    written as Kafka writes them: addresses split at ``,``, principals at ``;``."""
 
-    tokens_file: str | None = None
-    trusted_proxies: tuple[str, ...] = ()
-    super_users: tuple[str, ...] = ()
-    trusted_proxy_principals: tuple[str, ...] = ()
-    require_authentication: bool = False
-    trusted_forwarders: tuple[str, ...] = ()
-
-    @classmethod
-    def from_mapping(cls, section: Mapping[str, Any]) -> tuple[SecurityConfig, list[str]]:
-        """The section as written (lists, or Kafka-style strings: addresses split at ``,``,
-        principals at ``;``) and the problems with its shape."""
-        problems = [f"unknown key 'security.{key}'" for key in section if key not in _SECURITY_KEYS]
-        lists: dict[str, tuple[str, ...]] = {}
-        for key, separator in (
-            ("trusted_proxies", ","),
-            ("super_users", ";"),
-            ("trusted_proxy_principals", ";"),
-            ("trusted_forwarders", ";"),
-        ):
-            value = section.get(key) or ()
-            if isinstance(value, str):
-                value = [part for part in value.split(separator) if part.strip()]
-            if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-                problems.append(f"security.{key} must be a list of strings")
-                value = ()
-            lists[key] = tuple(v.strip() for v in value)
-        tokens_file = section.get("tokens_file")
-        if tokens_file is not None and not isinstance(tokens_file, str):
-            problems.append("security.tokens_file must be a path")
-            tokens_file = None
-        required = section.get("require_authentication", False)
-        if not isinstance(required, bool):
-            problems.append("security.require_authentication must be true or false")
-            required = False
-        return cls(
-            tokens_file,
-            lists["trusted_proxies"],
-            lists["super_users"],
-            lists["trusted_proxy_principals"],
-            required,
-            lists["trusted_forwarders"],
-        ), problems
+    tokens_file: str | None = _key(None, _PATH)
+    trusted_proxies: tuple[str, ...] = _key((), _names(","))
+    super_users: tuple[str, ...] = _key((), _names(";"))
+    trusted_proxy_principals: tuple[str, ...] = _key((), _names(";"))
+    require_authentication: bool = _key(False, _boolean)
+    trusted_forwarders: tuple[str, ...] = _key((), _names(";"))
 
     def validate(self, server: ServerConfig, kafka_port: int | None) -> list[str]:
         """The problems of the section, and of how it meets ``server``'s TLS and the Kafka port."""
@@ -447,40 +487,55 @@ class SecurityConfig:
         )
 
 
-_SECURITY_KEYS: Final = frozenset(f.name for f in fields(SecurityConfig))
-
-
 @dataclass(frozen=True, slots=True)
 class ExporterConfig:
-    name: str = "delta"
-    options: Mapping[str, Any] = field(default_factory=dict)
-    quota_sample_period_s: float = DEFAULT_QUOTA_SAMPLE_PERIOD_S
+    """The exporter (an entry point or dotted path) and its keyword arguments (``exporters``)."""
 
-    def validate(self) -> list[str]:
-        period = self.quota_sample_period_s
-        if isinstance(period, bool) or not isinstance(period, int | float) or period < 0:
-            return [
-                f"exporter.quota_sample_period_s must be a number of seconds >= 0 (0: off), got {period!r}"
-            ]
-        return []
+    name: str = _key("delta", _text("an exporter entry point or dotted path"))
+    options: Mapping[str, Any] = field(default_factory=dict, metadata=_parsed_by(_mapping))
+    quota_sample_period_s: float = _key(
+        DEFAULT_QUOTA_SAMPLE_PERIOD_S, _number("a number of seconds >= 0 (0: off)", lambda s: s >= 0)
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class AdminConfig:
     """The admin API and the config log (``ingest.admin``, ``ingest.config_log``)."""
 
-    strict_mutation_quota: bool = True
-    config_log_poll_s: float = 2.0
+    strict_mutation_quota: bool = _key(True, _boolean)
+    config_log_poll_s: float = _key(2.0, _number("a positive number of seconds", lambda s: s > 0))
 
-    def validate(self) -> list[str]:
-        problems = []
-        strict: object = self.strict_mutation_quota  # as written in the file
-        if not isinstance(strict, bool):
-            problems.append("admin.strict_mutation_quota must be true or false")
-        poll = self.config_log_poll_s
-        if isinstance(poll, bool) or not isinstance(poll, int | float) or poll <= 0:
-            problems.append(f"admin.config_log_poll_s must be a positive number of seconds, got {poll!r}")
-        return problems
+
+ConnectorMode = Literal["auto", "on", "off"]
+
+
+def _connector(value: object) -> ConnectorMode:
+    """auto, on or off; YAML reads a bare on/off as true/false, which mean on/off here."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value in ("auto", "on", "off"):
+        return value
+    raise _BadValueError(f"must be auto, on or off, got {value!r}")
+
+
+def _spark_conf(value: object) -> dict[str, str]:
+    """``spark.*`` settings, their scalar values as Spark reads them (``true``, ``8``, ``4g``)."""
+    settings = _mapping(value)
+    wrong = [key for key, v in settings.items() if not key.startswith("spark.") or isinstance(v, dict | list)]
+    if wrong:
+        raise _BadValueError(f"must map spark.* keys to values, got {wrong!r}")
+    return {key: str(v).lower() if isinstance(v, bool) else str(v) for key, v in settings.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class SparkConfig:
+    """How ``rollup`` and ``dashboard`` start Spark (``spark_jobs.session``); their flags ``--master``,
+    ``--conf`` and ``--delta-connector`` override it (``telemetry_sink.cli``). The sink never reads it.
+    A null ``master`` is the commands' default (``local[*]``)."""
+
+    master: str | None = _key(None, _optional(_text("a Spark master URL or null")))
+    conf: Mapping[str, str] = field(default_factory=dict, metadata=_parsed_by(_spark_conf))
+    delta_connector: ConnectorMode = field(default="auto", metadata=_parsed_by(_connector))
 
 
 def _client_quotas(value: Any) -> tuple[tuple[tuple[ClientQuotaEntity, str, float], ...], list[str]]:
@@ -498,12 +553,14 @@ def _client_quotas(value: Any) -> tuple[tuple[tuple[ClientQuotaEntity, str, floa
                 f"{where} must be {{entity: {{user|client-id|ip: name or null}}, quotas: {{...}}}}"
             )
             continue
-        unknown = [k for k in entity_parts if k not in ENTITY_FIELDS]
-        if unknown or not all(v is None or isinstance(v, str) for v in entity_parts.values()):
+        if not all(v is None or isinstance(v, str) for v in entity_parts.values()):
             problems.append(f"{where}.entity: parts are user, client-id, ip with a name or null (default)")
             continue
-        names = {ENTITY_FIELDS[k]: DEFAULT if v is None else v for k, v in entity_parts.items()}
-        entity = ClientQuotaEntity(**names)
+        try:
+            entity = ClientQuotaEntity.from_parts(entity_parts)
+        except QuotaEntityError:
+            problems.append(f"{where}.entity: parts are user, client-id, ip with a name or null (default)")
+            continue
         for key, quota in quotas.items():
             try:
                 if isinstance(quota, bool) or not isinstance(quota, int | float):
@@ -518,8 +575,10 @@ def _client_quotas(value: Any) -> tuple[tuple[tuple[ClientQuotaEntity, str, floa
 
 @dataclass(frozen=True, slots=True)
 class SinkConfig:
-    data_root: str = "data"
-    replica_id: str = field(default_factory=default_replica_id)
+    """The whole file: top-level keys and one object per section."""
+
+    data_root: str = _key("data", _text())
+    replica_id: str = field(default_factory=default_replica_id, metadata=_parsed_by(_text()))
     storage_options: Mapping[str, str] = field(default_factory=dict)
     server: ServerConfig = field(default_factory=ServerConfig)
     kafka_listener: KafkaListenerConfig = field(default_factory=KafkaListenerConfig)
@@ -529,6 +588,7 @@ class SinkConfig:
     quotas: QuotaConfig = field(default_factory=QuotaConfig)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
     subscriptions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: dict(DEFAULT_SUBSCRIPTIONS)
     )
@@ -561,31 +621,17 @@ class SinkConfig:
     def from_document(cls, document: Mapping[str, Any], problems: list[str] | None = None) -> SinkConfig:
         problems = list(problems or [])
         problems += [f"unknown key {key!r}" for key in document if key not in _TOP_LEVEL]
-        kwargs: dict[str, Any] = {}
-        for key in ("data_root", "replica_id"):
-            if key in document:
-                if not isinstance(document[key], str) or not document[key]:
-                    problems.append(f"{key} must be a non-empty string")
-                else:
-                    kwargs[key] = document[key]
+        top = {key: document[key] for key in ("data_root", "replica_id") if key in document}
+        kwargs: dict[str, Any] = _parsed(cls, "", top, problems)
         sections = {name: document.get(name) or {} for name in _SECTIONS}
         for name, value in sections.items():
             if not isinstance(value, dict):
                 problems.append(f"{name} must be a mapping")
                 sections[name] = {}
-        server_keys = {f.name for f in fields(ServerConfig)}
-        problems += [f"unknown key 'server.{key}'" for key in sections["server"] if key not in server_keys]
-        kwargs["server"] = ServerConfig(**{k: v for k, v in sections["server"].items() if k in server_keys})
-        kafka_keys = {f.name for f in fields(KafkaListenerConfig)}
-        kafka = sections["kafka_listener"]
-        problems += [f"unknown key 'kafka_listener.{key}'" for key in kafka if key not in kafka_keys]
-        kwargs["kafka_listener"] = KafkaListenerConfig(**{k: v for k, v in kafka.items() if k in kafka_keys})
-        limit_keys = {f.name for f in fields(RequestLimits)}
-        limits = sections["limits"]
-        problems += [f"unknown key 'limits.{key}'" for key in limits if key not in limit_keys]
-        kwargs["limits"] = RequestLimits(**{k: v for k, v in limits.items() if k in limit_keys})
-        kwargs["security"], security_problems = SecurityConfig.from_mapping(sections["security"])
-        problems += security_problems
+        for name, section_type in _TYPED_SECTIONS.items():
+            kwargs[name] = section_type(**_parsed(section_type, name, sections[name], problems))
+        limits = _parsed(RequestLimits, "limits", sections["limits"], problems, parse_every=_INT32)
+        kwargs["limits"] = RequestLimits(**limits)
         try:
             kwargs["client_metrics"] = ClientMetricsConfig.from_mapping(sections["client_metrics"])
         except ConfigError as exc:
@@ -594,17 +640,6 @@ class SinkConfig:
             kwargs["quotas"] = QuotaConfig.from_mapping(sections["quotas"])
         except QuotaConfigError as exc:
             problems += [f"quotas: {p}" for p in exc.problems]
-        exporter = sections["exporter"]
-        exporter_keys = ("name", "options", "quota_sample_period_s")
-        problems += [f"unknown key 'exporter.{key}'" for key in exporter if key not in exporter_keys]
-        kwargs["exporter"] = ExporterConfig(
-            str(exporter.get("name", "delta")),
-            dict(exporter.get("options") or {}),
-            exporter.get("quota_sample_period_s", DEFAULT_QUOTA_SAMPLE_PERIOD_S),
-        )
-        admin_keys = {f.name for f in fields(AdminConfig)}
-        problems += [f"unknown key 'admin.{key}'" for key in sections["admin"] if key not in admin_keys]
-        kwargs["admin"] = AdminConfig(**{k: v for k, v in sections["admin"].items() if k in admin_keys})
         if "client_quotas" in document:
             kwargs["client_quotas"], quota_problems = _client_quotas(document["client_quotas"])
             problems += quota_problems
@@ -618,13 +653,10 @@ class SinkConfig:
         return config
 
     def validate(self) -> list[str]:
+        """How the parsed sections meet (ports, TLS, push sizes, object-store commits, subscriptions)."""
         problems = (
             self.server.validate()
-            + self.kafka_listener.validate()
-            + self.limits.validate()
             + self.security.validate(self.server, self.kafka_listener.port)
-            + self.exporter.validate()
-            + self.admin.validate()
             + commit_safety_problems(self.data_root, self.storage_options)
         )
         kafka_port = self.kafka_listener.port
@@ -643,7 +675,7 @@ class SinkConfig:
                 "gRPC refuses the largest pushes before the sink can answer them",
             ),
         ):
-            if _is_int(value) and value < max_push:
+            if value < max_push:
                 problems.append(
                     f"{key} must be at least telemetry.max.bytes + 64 KiB ({max_push}), or {consequence}"
                 )
@@ -666,11 +698,22 @@ class SinkConfig:
         return store
 
 
+_TYPED_SECTIONS: Final[Mapping[str, type[DataclassInstance]]] = {
+    "server": ServerConfig,
+    "kafka_listener": KafkaListenerConfig,
+    "security": SecurityConfig,
+    "exporter": ExporterConfig,
+    "admin": AdminConfig,
+    "spark": SparkConfig,
+}
+"""The sections whose every field declares its parser (``_key``)."""
+
+
 def _apply_env(document: dict[str, Any], env: Mapping[str, str]) -> list[str]:
     """Apply ``TELEMETRY_SINK_*`` variables to the document; return the names that mean nothing."""
     problems = []
     for variable, raw in env.items():
-        if not variable.startswith(ENV_PREFIX):
+        if not variable.startswith(ENV_PREFIX) or variable in NOT_SETTINGS:
             continue
         name = variable[len(ENV_PREFIX) :].lower()
         section, sep, key = name.partition("__")

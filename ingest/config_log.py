@@ -1,8 +1,9 @@
 """The config log: subscriptions and client quotas as versioned records in a Delta table, and the
 image each replica builds from it (Kafka's metadata log and its ``ClientQuotasImage``).
 
-The table ``<data root>/config_log`` is shared by every replica. Each admin change is one Delta commit
-whose version is the change's offset; its rows are the records of the change, in order (``seq``):
+The table ``<data root>/config_log`` (name and schema in ``exporters.delta.schema``) is shared by every
+replica. Each admin change is one Delta commit whose version is the change's offset; its rows are the
+records of the change, in order (``seq``):
 
 | column | type | meaning |
 |---|---|---|
@@ -47,20 +48,29 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from exporters.delta.appender import latest, sync_local_table
-from ingest.quotas import ClientQuotaEntity, QuotaEntityError, QuotaManagers
+from exporters.delta.schema import CONFIG_LOG_SCHEMA
+from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaEntityError, QuotaManagers
+from ingest.quotas.entities import (
+    CLIENT_ID_TAG,
+    ENTITY_FIELDS,
+    IP_TAG,
+    MATCH_DEFAULT,
+    MATCH_EXACT,
+    MATCH_SPECIFIED,
+    USER_TAG,
+    EntityComponent,
+    entity_parts,
+)
 from subscriptions import SubscriptionError, SubscriptionStore
 from subscriptions.model import PropertyValue
 
 __all__ = [
-    "CONFIG_LOG_SCHEMA",
-    "CONFIG_LOG_TABLE",
-    "ENTITY_FIELDS",
     "ConfigChange",
     "ConfigConflictError",
     "ConfigImage",
@@ -68,7 +78,6 @@ __all__ = [
     "ConfigLogError",
     "ConfigLogFollower",
     "ConfigRecord",
-    "EntityComponent",
     "InvalidFilterError",
     "QuotaChange",
     "SubscriptionChange",
@@ -76,7 +85,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CONFIG_LOG_TABLE: Final = "config_log"
 TABLE_CONFIGURATION: Final = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableExpiredLogCleanup": "false",
@@ -87,22 +95,6 @@ APP_ID_PREFIX: Final = "telemetry-sink-config-log"
 MAX_BACKOFF_MS: Final = 2000
 MAX_UNCONDITIONAL_RACES: Final = 100
 """An unconditional append (``read_version=None``) lost to another writer this many times is refused."""
-CONFIG_LOG_SCHEMA: Final = pa.schema(
-    [
-        pa.field("seq", pa.int32(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("subscription", pa.string()),
-        pa.field("properties", pa.string()),
-        pa.field("entity_user", pa.string()),
-        pa.field("entity_client_id", pa.string()),
-        pa.field("entity_ip", pa.string()),
-        pa.field("quota_key", pa.string()),
-        pa.field("quota_value", pa.float64()),
-        pa.field("principal", pa.string(), nullable=False),
-        pa.field("replica_id", pa.string(), nullable=False),
-        pa.field("written_at", pa.timestamp("us", tz="UTC"), nullable=False),
-    ]
-)
 
 
 class SubscriptionChange(NamedTuple):
@@ -357,27 +349,6 @@ class InvalidFilterError(ValueError):
     """A DescribeClientQuotas filter Kafka refuses (INVALID_REQUEST)."""
 
 
-class EntityComponent(NamedTuple):
-    """One component of a DescribeClientQuotas filter: ``match_type`` 0 exact (``match``: the name),
-    1 the default entity, 2 any entity of the type."""
-
-    entity_type: Literal["user", "client-id", "ip"]
-    match_type: int
-    match: str | None = None
-
-
-MATCH_EXACT: Final = 0
-MATCH_DEFAULT: Final = 1
-MATCH_SPECIFIED: Final = 2
-ENTITY_FIELDS: Final = {"user": "user", "client-id": "client_id", "ip": "ip"}
-"""Kafka's quota entity types and the ``ClientQuotaEntity`` field each names."""
-
-
-def entity_parts(entity: ClientQuotaEntity) -> dict[str, str]:
-    """The entity as Kafka lists it: entity type -> name (``<default>`` for a default part)."""
-    return {t: getattr(entity, f) for t, f in ENTITY_FIELDS.items() if getattr(entity, f) is not None}
-
-
 @dataclass
 class ConfigImage:
     """The configuration the log describes, applied to this replica's subscription store and quota
@@ -439,13 +410,13 @@ class ConfigImage:
                         f"Request specified match type {component.match_type} and a match string."
                     )
                 if component.match_type == MATCH_DEFAULT:
-                    exact[kind] = "<default>"
+                    exact[kind] = DEFAULT
                 else:
                     any_of.add(kind)
             else:
                 raise InvalidFilterError(f"Unknown match type {component.match_type}")
         kinds = exact.keys() | any_of
-        if "ip" in kinds and kinds & {"user", "client-id"}:
+        if IP_TAG in kinds and kinds & {USER_TAG, CLIENT_ID_TAG}:
             raise InvalidFilterError(
                 "Invalid entity filter component combination. IP filter component should not be used "
                 "with user or clientId filter component."

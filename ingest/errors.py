@@ -19,6 +19,18 @@
 
 Which code a failure gets is decided by how clients react (PD-12): nothing transient is ever
 answered with a code that turns a client's telemetry off.
+
+The exceptions that reach a client carry their code as ``error`` (``subscriptions.errors.ApiError``,
+Kafka's ``ApiException``; that module draws the tree, denials included). The ingest side of it::
+
+    ApiError                            (subscriptions.errors)
+    ├── SubscriptionError, AuthorizationError, ...   (subscriptions.errors)
+    └── AuthenticationError             SASL_AUTHENTICATION_FAILED (58): ``security``, answered with
+                                        ``AUTHENTICATION_ANSWER``
+
+``codec.PayloadError`` (INVALID_RECORD, TELEMETRY_TOO_LARGE) carries ``error`` the same way. The
+engines' own exceptions (the quota managers', the config log's) are turned into codes where the admin
+operations (``admin``) call them.
 """
 
 from __future__ import annotations
@@ -29,8 +41,7 @@ from typing import Final, NamedTuple
 
 import grpc
 
-from subscriptions import Errors
-from subscriptions.errors import AUTHENTICATION_FAILED, error_name
+from subscriptions.errors import Errors, error_name
 
 __all__ = [
     "ADMIN_HTTP_STATUS",
@@ -66,10 +77,13 @@ OTLP_ANSWERS: Final[Mapping[Errors, OtlpAnswer]] = MappingProxyType(
         Errors.UNKNOWN_SUBSCRIPTION_ID: OtlpAnswer(grpc.StatusCode.FAILED_PRECONDITION, 409, False),
         Errors.CLUSTER_AUTHORIZATION_FAILED: OtlpAnswer(grpc.StatusCode.PERMISSION_DENIED, 403, False),
         Errors.UNSUPPORTED_VERSION: OtlpAnswer(grpc.StatusCode.UNIMPLEMENTED, 404, False),
+        Errors.SASL_AUTHENTICATION_FAILED: OtlpAnswer(grpc.StatusCode.UNAUTHENTICATED, 401, False),
     }
 )
 
-AUTHENTICATION_ANSWER: Final = OtlpAnswer(grpc.StatusCode.UNAUTHENTICATED, 401, False)
+AUTHENTICATION_FAILED: Final = Errors.SASL_AUTHENTICATION_FAILED
+"""The code an unknown bearer token is answered and counted with."""
+AUTHENTICATION_ANSWER: Final = OTLP_ANSWERS[AUTHENTICATION_FAILED]
 """How an unknown bearer token is answered, on every RPC."""
 
 ADMIN_HTTP_STATUS: Final[Mapping[Errors, int]] = MappingProxyType(

@@ -5,7 +5,8 @@ attribute), so without a rule anyone could land data under another client's inst
 instance id belongs to the principal that first used it, by a KIP-714 GetTelemetrySubscriptions that
 created it (the instance in ``ClientMetricsManager``'s cache, which wins) or by the first OTLP push
 naming it; an OTLP push naming it as any other principal is refused (CLUSTER_AUTHORIZATION_FAILED:
-gRPC PERMISSION_DENIED, HTTP 403), with a message that does not name the owner.
+gRPC PERMISSION_DENIED, HTTP 403) with ``subscriptions.errors.InstanceOwnershipError``, whose message
+does not name the owner.
 
 The bookkeeping is bounded as the client-instance cache is: at most ``max_entries`` (the cache's
 ``client.metrics.max.cache.size``, 16,384 by default) ids, the least recently used forgotten first,

@@ -33,7 +33,7 @@ answer has only the code).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Final
 
 __all__ = ["DEFAULT_LIMITS", "RequestLimits"]
@@ -58,17 +58,6 @@ class RequestLimits:
     max_compressed_frames: int = 64
     max_held_clients: int = 10_000
     max_quota_entities: int = 50_000
-
-    def validate(self) -> list[str]:
-        """Every problem at once: each limit is an integer between 1 and 2**31 - 1."""
-        problems = []
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
-                problems.append(
-                    f"limits.{item.name} must be an integer between 1 and 2147483647, got {value!r}"
-                )
-        return problems
 
 
 DEFAULT_LIMITS: Final = RequestLimits()

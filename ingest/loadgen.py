@@ -67,7 +67,7 @@ from ingest.identity import (
     SOFTWARE_VERSION_HEADER,
     parse_instance_id,
 )
-from ingest.otlp_grpc import METRICS_SERVICE
+from ingest.otlp_grpc import METRICS_SERVICE, RETRY_INFO_KEY, STATUS_DETAILS_KEY
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.quotas import Clock, SystemClock
@@ -141,8 +141,6 @@ _COMPRESSION_NAMES: Final[Mapping[str, CompressionType]] = {c.name.lower(): c fo
 _RETRY_AGAIN_NOW: Final = frozenset({Errors.UNKNOWN_SUBSCRIPTION_ID, Errors.UNSUPPORTED_COMPRESSION_TYPE})
 _RETRY_LATER: Final = frozenset({Errors.THROTTLING_QUOTA_EXCEEDED, Errors.TELEMETRY_TOO_LARGE})
 _ACCEPTED_OUTCOMES: Final = frozenset({"NONE", "OK"})
-_RETRY_INFO_KEY: Final = "google.rpc.retryinfo-bin"
-_STATUS_DETAILS_KEY: Final = "grpc-status-details-bin"
 _NS_PER_MS: Final = 1_000_000
 
 
@@ -1082,9 +1080,9 @@ def _retry_after_ms(trailers: grpc.aio.Metadata | None) -> int:
     for key, value in trailers or ():
         if not isinstance(value, bytes):
             continue
-        if key == _RETRY_INFO_KEY:
+        if key == RETRY_INFO_KEY:
             return int(RetryInfo.FromString(value).retry_delay.ToMilliseconds())
-        if key == _STATUS_DETAILS_KEY:
+        if key == STATUS_DETAILS_KEY:
             for detail in Status.FromString(value).details:
                 info = RetryInfo()
                 if detail.Unpack(info):

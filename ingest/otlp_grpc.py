@@ -28,9 +28,17 @@ from ingest.identity import INSTANCE_ID_HEADER, ClientTextError
 from ingest.pipeline import TelemetryPipeline
 from subscriptions import CompressionType, Errors
 
-__all__ = ["METRICS_SERVICE", "otlp_metrics_handler", "retry_trailers"]
+__all__ = [
+    "METRICS_SERVICE",
+    "RETRY_INFO_KEY",
+    "STATUS_DETAILS_KEY",
+    "otlp_metrics_handler",
+    "retry_trailers",
+]
 
 METRICS_SERVICE: Final = "opentelemetry.proto.collector.metrics.v1.MetricsService"
+RETRY_INFO_KEY: Final = "google.rpc.retryinfo-bin"
+STATUS_DETAILS_KEY: Final = "grpc-status-details-bin"
 
 
 def retry_trailers(
@@ -44,8 +52,8 @@ def retry_trailers(
     detail.Pack(retry)
     details = Status(code=status.value[0], message=message, details=[detail])
     return (
-        ("google.rpc.retryinfo-bin", retry.SerializeToString()),
-        ("grpc-status-details-bin", details.SerializeToString()),
+        (RETRY_INFO_KEY, retry.SerializeToString()),
+        (STATUS_DETAILS_KEY, details.SerializeToString()),
     )
 
 

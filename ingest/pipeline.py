@@ -93,6 +93,7 @@ from subscriptions import (
     PushTelemetryResponse,
     kafka_uuid_string,
 )
+from subscriptions.errors import InstanceOwnershipError
 
 __all__ = ["EXPORTER_RETRY_MS", "OtlpOutcome", "TelemetryPipeline"]
 
@@ -392,8 +393,8 @@ class TelemetryPipeline:
             if ignored:
                 self.request_metrics.count_ignored_principal()
             if not self.instance_owners.claim(instance_id, client.principal):
-                message = f"client instance {kafka_uuid_string(instance_id)} belongs to another principal"
-                refused.append((OtlpOutcome(Errors.CLUSTER_AUTHORIZATION_FAILED, 0, message), points))
+                denied = InstanceOwnershipError(instance_id)
+                refused.append((OtlpOutcome(denied.error, 0, str(denied)), points))
                 continue
             landing = by_instance.get(instance_id)
             if landing is None:

@@ -56,6 +56,7 @@ from typing import Final
 import yaml
 
 from ingest.principals import ANONYMOUS, rfc2253_name
+from subscriptions.errors import ApiError, Errors
 
 __all__ = [
     "ANONYMOUS",
@@ -82,8 +83,11 @@ _PRINCIPAL: Final = re.compile(r"[^:\s]+:\S.*")
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-class AuthenticationError(Exception):
-    """The request presented a credential that names no principal: 401 / UNAUTHENTICATED."""
+class AuthenticationError(ApiError):
+    """The request presented a credential that names no principal: SASL_AUTHENTICATION_FAILED (58),
+    answered 401 / UNAUTHENTICATED (``errors.AUTHENTICATION_ANSWER``)."""
+
+    error = Errors.SASL_AUTHENTICATION_FAILED
 
 
 def is_principal(text: object) -> bool:

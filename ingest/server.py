@@ -59,11 +59,12 @@ import grpc.aio
 from aiohttp import web
 
 from exporters import Exporter, QuotaSample, QuotaSampleRecorder, load_exporter, shard_uri
+from exporters.delta.schema import CONFIG_LOG_TABLE, QUOTA_SAMPLES_TABLE, TELEMETRY_PUSHES_TABLE
 from ingest.admin import SinkAdmin, SuperUserAuthorizer
 from ingest.admin_api import admin_routes
 from ingest.admission import Admission
 from ingest.config import ServerConfig, SinkConfig
-from ingest.config_log import CONFIG_LOG_TABLE, ConfigImage, ConfigLog, ConfigLogFollower, QuotaChange
+from ingest.config_log import ConfigImage, ConfigLog, ConfigLogFollower, QuotaChange
 from ingest.connections import QuotaGatedSite, register_http_listener
 from ingest.grpc_service import ClientTelemetryService
 from ingest.http_app import SERVER_OPTIONS, create_http_app, request_client
@@ -104,7 +105,8 @@ def shutdown_budget_s(server: ServerConfig) -> float:
 def _exporter(config: SinkConfig) -> Exporter:
     options: dict[str, Any] = dict(config.exporter.options)
     if config.exporter.name == "delta":
-        options.setdefault("table_uri", shard_uri(config.data_root, "telemetry_pushes", config.replica_id))
+        shard = shard_uri(config.data_root, TELEMETRY_PUSHES_TABLE, config.replica_id)
+        options.setdefault("table_uri", shard)
         options.setdefault("writer_id", config.replica_id)
         if config.storage_options:
             options.setdefault("storage_options", dict(config.storage_options))
@@ -116,7 +118,7 @@ def _quota_sample_recorder(config: SinkConfig) -> QuotaSampleRecorder | None:
     if period_s <= 0:
         return None
     return QuotaSampleRecorder(
-        shard_uri(config.data_root, "quota_samples", config.replica_id),
+        shard_uri(config.data_root, QUOTA_SAMPLES_TABLE, config.replica_id),
         storage_options=config.storage_options or None,
         writer_id=config.replica_id,
         period_ms=max(1, int(period_s * 1000)),

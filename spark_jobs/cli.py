@@ -73,15 +73,22 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
 def _add_spark_options(parser: argparse.ArgumentParser) -> None:
     from spark_jobs.session import DEFAULT_MASTER  # noqa: PLC0415 - see add_arguments
 
-    parser.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default: {DEFAULT_MASTER})")
     parser.add_argument(
-        "--conf", type=_setting, action="append", default=[], metavar="spark.KEY=VALUE", help="repeatable"
+        "--master", help=f"Spark master (default: the config's spark.master, else {DEFAULT_MASTER})"
+    )
+    parser.add_argument(
+        "--conf",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="spark.KEY=VALUE",
+        help="over the config's spark.conf; repeatable",
     )
     parser.add_argument(
         "--delta-connector",
         choices=("auto", "on", "off"),
-        default="auto",
-        help="the Delta Spark connector: auto uses it when its jar is on Spark's classpath",
+        help="the Delta Spark connector: auto uses it when its jar is on Spark's classpath (default: the "
+        "config's spark.delta_connector, else auto)",
     )
 
 
@@ -128,10 +135,12 @@ def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
 
 def _spark_settings(args: argparse.Namespace, command: str) -> SparkSettings | None:
     """The Spark settings of the options, or None (said on stderr) when they are wrong."""
-    from spark_jobs.session import SparkSettings  # noqa: PLC0415 - see add_arguments
+    from spark_jobs.session import DEFAULT_MASTER, SparkSettings  # noqa: PLC0415 - see add_arguments
 
     settings = SparkSettings(
-        master=args.master, settings=dict(args.conf), delta_connector=args.delta_connector
+        master=args.master or DEFAULT_MASTER,
+        settings=dict(args.conf),
+        delta_connector=args.delta_connector or "auto",
     )
     problems = settings.validate()
     if problems:

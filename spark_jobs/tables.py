@@ -1,7 +1,9 @@
 """The tables of the Spark side: where each lives under the data root, and the schemas of those the
 jobs write (silver ``metric_points``, ``decode_quarantine``; the gold rollups are in
-``spark_jobs.transforms.rollup``). The bronze schemas are the exporter's (``exporters.delta.schema``):
-the Spark side names the bronze tables and their columns again, and a test keeps the two in step.
+``spark_jobs.transforms.rollup``), and the names of every table the Spark side reads or writes. The
+bronze tables and the config log are the front end's (``exporters.delta.schema`` defines their names
+and schemas, imported here); the Spark side names their columns again, and a test keeps the two in
+step.
 
 ``metric_points`` (silver, partitioned by ``date``, the UTC date of the point's ``time``): one row per
 OTLP data point.
@@ -46,7 +48,12 @@ from typing import Final
 
 import pyarrow as pa
 
+# The bronze tables and the config log are written by the front end and its exporters; the Spark side
+# may import ``exporters`` (not ``ingest``), so their names are defined there, once.
+from exporters.delta.schema import CONFIG_LOG_TABLE, QUOTA_SAMPLES_TABLE, TELEMETRY_PUSHES_TABLE
+
 __all__ = [
+    "ACTIVITY_TABLES",
     "BRONZE_PUSHES",
     "BRONZE_QUOTA_SAMPLES",
     "CONFIG_LOG",
@@ -54,18 +61,36 @@ __all__ = [
     "METRIC_POINTS_SCHEMA",
     "QUARANTINE",
     "QUARANTINE_SCHEMA",
+    "ROLLUP_CLIENT_1H",
+    "ROLLUP_CLIENT_1M",
+    "ROLLUP_ENTITY_1H",
+    "ROLLUP_ENTITY_1M",
+    "ROLLUP_ENTITY_ACTIVITY_1H",
+    "ROLLUP_ENTITY_ACTIVITY_1M",
+    "ROLLUP_TABLES",
     "table_uri",
 ]
 
-BRONZE_PUSHES: Final = "telemetry_pushes"
+BRONZE_PUSHES: Final = TELEMETRY_PUSHES_TABLE
 """Sharded: one Delta table per sink replica, ``<root>/telemetry_pushes/<replica>``."""
-BRONZE_QUOTA_SAMPLES: Final = "quota_samples"
+BRONZE_QUOTA_SAMPLES: Final = QUOTA_SAMPLES_TABLE
 """Sharded like ``telemetry_pushes``."""
+CONFIG_LOG: Final = CONFIG_LOG_TABLE
+"""The admin API's subscription and quota changes, written by the front end; the Spark side only
+reads it (the dashboard's config history)."""
 METRIC_POINTS: Final = "metric_points"
 QUARANTINE: Final = "decode_quarantine"
-CONFIG_LOG: Final = "config_log"
-"""The admin API's subscription and quota changes, written by the front end (``ingest.config_log``
-owns its schema); the Spark side only reads it (the dashboard's config history)."""
+
+ROLLUP_CLIENT_1M: Final = "rollup_client_1m"
+ROLLUP_CLIENT_1H: Final = "rollup_client_1h"
+ROLLUP_ENTITY_1M: Final = "rollup_entity_1m"
+ROLLUP_ENTITY_1H: Final = "rollup_entity_1h"
+ROLLUP_ENTITY_ACTIVITY_1M: Final = "rollup_entity_activity_1m"
+ROLLUP_ENTITY_ACTIVITY_1H: Final = "rollup_entity_activity_1h"
+ROLLUP_TABLES: Final = (ROLLUP_CLIENT_1M, ROLLUP_CLIENT_1H, ROLLUP_ENTITY_1M, ROLLUP_ENTITY_1H)
+"""The gold metric rollups (``spark_jobs.jobs.rollup`` documents what each holds)."""
+ACTIVITY_TABLES: Final = (ROLLUP_ENTITY_ACTIVITY_1M, ROLLUP_ENTITY_ACTIVITY_1H)
+"""The gold activity rollups (pushes, quota samples and quarantined pushes by quota entity)."""
 
 _TS: Final = pa.timestamp("us", tz="UTC")
 _MAP: Final = pa.map_(pa.string(), pa.string())

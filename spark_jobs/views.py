@@ -19,14 +19,15 @@ from typing import Final
 
 from pyspark.sql import DataFrame
 
-from spark_jobs.jobs.rollup import ACTIVITY_TABLES, ROLLUP_TABLES
 from spark_jobs.lake import DeltaLake
 from spark_jobs.tables import (
+    ACTIVITY_TABLES,
     BRONZE_PUSHES,
     BRONZE_QUOTA_SAMPLES,
     CONFIG_LOG,
     METRIC_POINTS,
     QUARANTINE,
+    ROLLUP_TABLES,
     table_uri,
 )
 

@@ -1,11 +1,19 @@
-"""Kafka error codes used by the subscription core, and its error hierarchy.
+"""Kafka error codes (``Errors``), the exceptions that carry them, and the authorization denials.
 
-Error codes travel in responses (as in Kafka), so the request path returns them as values; only
-configuration (subscription validation) raises::
+Error codes travel in responses (as in Kafka), so the request path returns them as values. An
+exception that reaches a client is an ``ApiError`` (Kafka's ``ApiException``): it carries its code as
+``error`` (an ``Errors`` member) and its message, so a boundary answers any of them with one
+``except ApiError as exc: ... exc.error, str(exc)``; how each code is answered on each transport is
+``ingest.errors``' table. The tree::
 
-    SubscriptionError          carries .error (an Errors member), Kafka's message and a .detail
-    ├── InvalidRequestError    INVALID_REQUEST (42): empty name, unknown key, interval out of range
-    └── InvalidConfigError     INVALID_CONFIG (40): a value that does not parse, a bad match pattern
+    ApiError                          .error: the Errors member a client is answered with
+    ├── SubscriptionError             subscription validation; .detail says why, beyond the message
+    │   ├── InvalidRequestError       INVALID_REQUEST (42): empty name, unknown key, interval out of range
+    │   └── InvalidConfigError        INVALID_CONFIG (40): a value that does not parse, a bad pattern
+    ├── AuthorizationError            CLUSTER_AUTHORIZATION_FAILED (31): every denial, built here only
+    │   ├── ClusterAuthorizationError an operation on the CLUSTER resource (admin API, Kafka admin RPCs)
+    │   └── InstanceOwnershipError    an OTLP push naming another principal's client instance (F8)
+    └── (in ingest) AuthenticationError, SASL_AUTHENTICATION_FAILED (58): ``ingest.security``
 
 ``Errors.keeps_client_telemetry`` says how real clients react to a code (docs/rules.md TEL-25, PD-12): on
 INVALID_REQUEST, INVALID_RECORD or UNSUPPORTED_VERSION a Kafka client turns telemetry off for the life
@@ -15,20 +23,22 @@ of the process, so transient problems must never be answered with those.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Final
+from typing import ClassVar
+from uuid import UUID
+
+from subscriptions.subscription_id import kafka_uuid_string
 
 __all__ = [
-    "AUTHENTICATION_FAILED",
+    "ApiError",
+    "AuthorizationError",
+    "ClusterAuthorizationError",
     "Errors",
+    "InstanceOwnershipError",
     "InvalidConfigError",
     "InvalidRequestError",
     "SubscriptionError",
     "error_name",
 ]
-
-AUTHENTICATION_FAILED: Final = 58
-"""Kafka's SASL_AUTHENTICATION_FAILED: the code an unknown bearer token is answered and counted with
-(``ingest.security``); not an ``Errors`` member, since the subscription core never answers it."""
 
 
 class Errors(IntEnum):
@@ -41,6 +51,7 @@ class Errors(IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41  # admin only: a config-log change lost the race for its offset; retriable
     INVALID_REQUEST = 42
+    SASL_AUTHENTICATION_FAILED = 58  # an unknown bearer token: the request is not handled (ingest.errors)
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
     THROTTLING_QUOTA_EXCEEDED = 89
@@ -64,10 +75,17 @@ _CLIENT_KEEPS_TELEMETRY = frozenset(
 )
 
 
-class SubscriptionError(ValueError):
+class ApiError(Exception):
+    """A failure a client is answered with (Kafka's ``ApiException``): ``error`` is its code, the
+    exception's text its message."""
+
+    error: ClassVar[Errors] = Errors.UNKNOWN_SERVER_ERROR
+
+
+class SubscriptionError(ApiError, ValueError):
     """A subscription (config resource of type ``client-metrics``) was rejected."""
 
-    error: Errors = Errors.INVALID_REQUEST
+    error: ClassVar[Errors] = Errors.INVALID_REQUEST
 
     def __init__(self, message: str, *, detail: str | None = None) -> None:
         super().__init__(message)
@@ -88,10 +106,32 @@ class InvalidConfigError(SubscriptionError):
     error = Errors.INVALID_CONFIG
 
 
+class AuthorizationError(ApiError):
+    """A principal may not do what it asked: CLUSTER_AUTHORIZATION_FAILED (31), on every surface."""
+
+    error = Errors.CLUSTER_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationError(AuthorizationError):
+    """``operation`` (ALTER_CONFIGS, DESCRIBE_CONFIGS) on the CLUSTER resource was denied; the one
+    message every admin surface answers a denial with: ``Cluster authorization failed (OPERATION)``."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(f"Cluster authorization failed ({operation})")
+        self.operation = operation
+
+
+class InstanceOwnershipError(AuthorizationError):
+    """An OTLP push named a client instance id that belongs to another principal; the message does not
+    name the owner."""
+
+    def __init__(self, instance_id: UUID) -> None:
+        super().__init__(f"client instance {kafka_uuid_string(instance_id)} belongs to another principal")
+        self.instance_id = instance_id
+
+
 def error_name(code: int) -> str:
     """The name of a Kafka error code this sink answers with (``UNKNOWN_<code>`` for any other)."""
-    if code == AUTHENTICATION_FAILED:
-        return "SASL_AUTHENTICATION_FAILED"
     try:
         return Errors(code).name
     except ValueError:

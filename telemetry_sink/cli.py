@@ -9,8 +9,9 @@ from the sink (its payload decoders re-import the main script): they stay small 
 
 Every subcommand takes ``--config FILE``, the sink's one YAML file (``ingest.config``): ``serve`` runs
 it, the commands that use the Delta tables (``maintain``, ``rollup``, ``dashboard``) read its
-``data_root`` and ``storage_options`` (with the ``TELEMETRY_SINK_*`` overrides), ``admin`` and
-``loadgen`` the sink's ports and TLS. Their own flags override the file. This is the one module that
+``data_root`` and ``storage_options`` (with the ``TELEMETRY_SINK_*`` overrides), ``rollup`` and
+``dashboard`` its ``spark`` section too, ``admin`` and ``loadgen`` the sink's ports and TLS. Their own
+flags override the file. This is the one module that
 sees both sides, so it is the one that reads the file for the Spark side (``pyproject.toml``'s import
 contracts)."""
 
@@ -30,11 +31,13 @@ __all__ = ["build_parser", "main"]
 @dataclass(frozen=True, slots=True)
 class _Command:
     """A subcommand: the module whose ``add_arguments(name, parser)`` declares it, its one-line help,
-    and whether it works on the Delta tables (``--data-root``, ``--storage-option``)."""
+    whether it works on the Delta tables (``--data-root``, ``--storage-option``), and whether it starts
+    Spark (``--master``, ``--conf``, ``--delta-connector``)."""
 
     module: str
     help: str
     lake: bool = False
+    spark: bool = False
 
 
 _COMMANDS: Final = {
@@ -56,11 +59,13 @@ _COMMANDS: Final = {
         "spark_jobs.cli",
         "decode the landed pushes and roll them up by client and by quota entity (Spark)",
         lake=True,
+        spark=True,
     ),
     "dashboard": _Command(
         "spark_jobs.cli",
         "render the Spark SQL dashboard of the rollups as one offline HTML page, or serve it",
         lake=True,
+        spark=True,
     ),
 }
 
@@ -137,8 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_lake_settings(args: argparse.Namespace) -> str | None:
-    """Fill ``args.data_root`` and ``args.storage_option`` from ``--config`` (and the environment)
-    under the flags; the error, or None."""
+    """Fill ``args.data_root`` and ``args.storage_option`` (and for the Spark commands ``args.master``,
+    ``args.conf`` and ``args.delta_connector``) from ``--config`` (and the environment) under the
+    flags; the error, or None."""
     from ingest.config import SinkConfig, SinkConfigError  # noqa: PLC0415 - see the module docstring
 
     try:
@@ -148,6 +154,10 @@ def _read_lake_settings(args: argparse.Namespace) -> str | None:
     if args.data_root is None:
         args.data_root = config.data_root
     args.storage_option = [*config.storage_options.items(), *args.storage_option]
+    if _COMMANDS[args.command].spark:
+        args.master = args.master or config.spark.master
+        args.conf = [*config.spark.conf.items(), *args.conf]
+        args.delta_connector = args.delta_connector or config.spark.delta_connector
     return None
 
 

@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from exporters import DeltaLandingExporter
+from ingest.admin_cli import TOKEN_ENV
 from ingest.config import KafkaListenerConfig, ServerConfig
-from telemetry_sink.cli import main
+from spark_jobs.cli import _spark_settings as spark_settings
+from spark_jobs.session import SparkSettings
+from telemetry_sink.cli import _read_lake_settings, build_parser, main
 from tests.support.otlp import push
 
 HEAVY = ("pyspark", "grpc", "plotly", "deltalake", "aiohttp")
@@ -102,3 +105,48 @@ def test_loadgen_targets_the_ports_of_the_config(tmp_path: Path, capsys: pytest.
     assert "localhost:1" in capsys.readouterr().err
     assert main([*argv, "--http", "localhost:3"]) == 1
     assert "localhost:3" in capsys.readouterr().err
+
+
+def test_issue20_the_admin_token_in_the_environment_does_not_stop_the_lake_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, ``TELEMETRY_SINK_ADMIN_TOKEN`` was read as a setting: every command that loads the config
+    refused to start ("unknown setting"); now the command goes on to check its own flags."""
+    monkeypatch.setenv(TOKEN_ENV, "s3cret")
+    config = _config(tmp_path / "sink.yaml", f"data_root: {tmp_path}\n")
+    assert main(["rollup", "--config", config, "--every", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "telemetry-sink rollup: --every must be positive"
+
+
+def _spark_settings(argv: list[str]) -> SparkSettings | None:
+    """The Spark settings ``rollup`` would start Spark with, from its command line and ``--config``."""
+    args = build_parser().parse_args(argv)
+    assert _read_lake_settings(args) is None
+    return spark_settings(args, "rollup")
+
+
+def test_issue20_rollup_and_dashboard_read_the_spark_section_under_their_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(
+        tmp_path / "sink.yaml",
+        "spark:\n"
+        "  master: spark://m:7077\n"
+        "  conf: {spark.executor.memory: 4g, spark.sql.shuffle.partitions: 16}\n"
+        "  delta_connector: on\n",
+    )
+    assert _spark_settings(["rollup", "--config", config]) == SparkSettings(
+        master="spark://m:7077",
+        settings={"spark.executor.memory": "4g", "spark.sql.shuffle.partitions": "16"},
+        delta_connector="on",
+    )
+    flags = ["--master", "local[2]", "--conf", "spark.executor.memory=1g", "--delta-connector", "off"]
+    assert _spark_settings(["dashboard", "--config", config, *flags]) == SparkSettings(
+        master="local[2]",
+        settings={"spark.executor.memory": "1g", "spark.sql.shuffle.partitions": "16"},
+        delta_connector="off",
+    )
+    assert _spark_settings(["rollup"]) == SparkSettings()  # no file: Spark's defaults of the commands
+    refused = _config(tmp_path / "utc.yaml", "spark: {conf: {spark.sql.session.timeZone: PST}}\n")
+    assert main(["rollup", "--config", refused, "--once"]) == 2
+    assert "spark.sql.session.timeZone is set by telemetry-sink to UTC" in capsys.readouterr().err

@@ -28,8 +28,10 @@ import grpc
 import grpc.aio
 
 from ingest.config import ServerConfig
+from ingest.identity import CLIENT_ID_HEADER, SOFTWARE_NAME_HEADER, SOFTWARE_VERSION_HEADER
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
+from subscriptions import CompressionType
 
 __all__ = [
     "FIXTURES",
@@ -50,7 +52,7 @@ __all__ = [
 REPO: Final = Path(__file__).resolve().parents[2]
 FIXTURES: Final = REPO / "tests" / "fixtures" / "librdkafka"
 HERE: Final = Path(__file__).resolve().parent
-COMPRESSION: Final = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+COMPRESSION: Final = {c.name.lower(): c.value for c in CompressionType}
 SOFTWARE_VERSION: Final = "2.16.0"
 MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 MIN_INTERVAL_MS: Final = 100  # the smallest interval.ms a subscription may have
@@ -139,9 +141,9 @@ class TelemetryFleet:
         self.instances = [
             _Instance(
                 (
-                    ("x-kafka-client-id", f"{groups[n % len(groups)].kind}-{n % 1000}"),
-                    ("x-kafka-client-software-name", "librdkafka"),
-                    ("x-kafka-client-software-version", SOFTWARE_VERSION),
+                    (CLIENT_ID_HEADER, f"{groups[n % len(groups)].kind}-{n % 1000}"),
+                    (SOFTWARE_NAME_HEADER, "librdkafka"),
+                    (SOFTWARE_VERSION_HEADER, SOFTWARE_VERSION),
                 ),
                 stubs[n % channels],
                 groups[n % len(groups)],

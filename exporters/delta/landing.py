@@ -58,7 +58,13 @@ import pyarrow as pa
 
 from exporters.base import Exporter, ExportResult, Health, TelemetryPush
 from exporters.delta.appender import Compression, DeltaAppender, sync_local_table, wall_clock_ms
-from exporters.delta.schema import PARTITION_BY, STATS_COLUMNS, TELEMETRY_PUSHES_SCHEMA, pushes_to_table
+from exporters.delta.schema import (
+    PARTITION_BY,
+    STATS_COLUMNS,
+    TELEMETRY_PUSHES_SCHEMA,
+    TELEMETRY_PUSHES_TABLE,
+    pushes_to_table,
+)
 from exporters.delta.writer_claim import DEFAULT_WRITER_LEASE_MS, ClaimRefusedError, WriterClaim
 
 __all__ = [
@@ -114,7 +120,7 @@ class DeltaLandingExporter(Exporter):
 
     def __init__(
         self,
-        table_uri: str = os.path.join("data", "telemetry_pushes"),
+        table_uri: str = os.path.join("data", TELEMETRY_PUSHES_TABLE),
         *,
         storage_options: Mapping[str, str] | None = None,
         writer_id: str | None = None,

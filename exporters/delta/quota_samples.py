@@ -17,7 +17,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from exporters.base import Health
 from exporters.delta.appender import DeltaAppender
 from exporters.delta.landing import default_writer_id
-from exporters.delta.schema import PARTITION_BY, QUOTA_SAMPLES_SCHEMA, QuotaSample, quota_samples_to_table
+from exporters.delta.schema import (
+    PARTITION_BY,
+    QUOTA_SAMPLES_SCHEMA,
+    QUOTA_SAMPLES_TABLE,
+    QuotaSample,
+    quota_samples_to_table,
+)
 
 __all__ = ["QuotaSampleRecorder"]
 
@@ -29,7 +35,7 @@ class QuotaSampleRecorder:
 
     def __init__(
         self,
-        table_uri: str = os.path.join("data", "quota_samples"),
+        table_uri: str = os.path.join("data", QUOTA_SAMPLES_TABLE),
         *,
         storage_options: Mapping[str, str] | None = None,
         writer_id: str | None = None,

@@ -1,6 +1,9 @@
-"""The bronze tables' schemas: ``telemetry_pushes`` (one row per accepted push) and
-``quota_samples`` (periodic snapshots of the quota engine's sensors). Both are partitioned by
-``date`` (UTC, ``YYYY-MM-DD``, kept as a string so every reader sees the same partition values).
+"""The names and schemas of the tables the front end writes: the bronze ``telemetry_pushes`` (one row
+per accepted push) and ``quota_samples`` (periodic snapshots of the quota engine's sensors), and the
+admin API's ``config_log`` (its columns are documented in ``ingest.config_log``). Defined here, once,
+because both the front end and the Spark side may import ``exporters`` (and not each other). The
+bronze tables are partitioned by ``date`` (UTC, ``YYYY-MM-DD``, kept as a string so every reader sees
+the same partition values).
 
 ``telemetry_pushes``:
 
@@ -44,18 +47,31 @@ from typing import Final, NamedTuple
 
 import pyarrow as pa
 
-from exporters.base import TelemetryPush
+from exporters.base import TelemetryPush, entity_text
 
 __all__ = [
+    "BRONZE_TABLES",
+    "CONFIG_LOG_SCHEMA",
+    "CONFIG_LOG_TABLE",
     "PARTITION_BY",
     "QUOTA_SAMPLES_SCHEMA",
+    "QUOTA_SAMPLES_TABLE",
     "TELEMETRY_PUSHES_SCHEMA",
+    "TELEMETRY_PUSHES_TABLE",
     "QuotaSample",
     "kafka_instance_id",
     "pushes_to_table",
     "quota_samples_to_table",
     "utc_date",
 ]
+
+TELEMETRY_PUSHES_TABLE: Final = "telemetry_pushes"
+"""Sharded: one Delta table per sink replica, ``<data root>/telemetry_pushes/<replica>``."""
+QUOTA_SAMPLES_TABLE: Final = "quota_samples"
+"""Sharded like ``telemetry_pushes``."""
+BRONZE_TABLES: Final = (TELEMETRY_PUSHES_TABLE, QUOTA_SAMPLES_TABLE)
+CONFIG_LOG_TABLE: Final = "config_log"
+"""One table, ``<data root>/config_log``, shared by every replica."""
 
 PARTITION_BY: Final = ["date"]
 STATS_COLUMNS: Final = (
@@ -105,6 +121,23 @@ QUOTA_SAMPLES_SCHEMA: Final = pa.schema(
         pa.field("entity", pa.string(), nullable=False),
         pa.field("tags", pa.map_(pa.string(), pa.string())),
         pa.field("value", pa.float64(), nullable=False),
+    ]
+)
+
+CONFIG_LOG_SCHEMA: Final = pa.schema(
+    [
+        pa.field("seq", pa.int32(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("subscription", pa.string()),
+        pa.field("properties", pa.string()),
+        pa.field("entity_user", pa.string()),
+        pa.field("entity_client_id", pa.string()),
+        pa.field("entity_ip", pa.string()),
+        pa.field("quota_key", pa.string()),
+        pa.field("quota_value", pa.float64()),
+        pa.field("principal", pa.string(), nullable=False),
+        pa.field("replica_id", pa.string(), nullable=False),
+        pa.field("written_at", pa.timestamp("us", tz="UTC"), nullable=False),
     ]
 )
 
@@ -177,7 +210,7 @@ def quota_samples_to_table(samples: Sequence[QuotaSample], sampled_ms: int, writ
             "writer_id": [writer_id] * n,
             "group": [s.group for s in samples],
             "metric": [s.metric for s in samples],
-            "entity": [",".join(f"{k}={v}" for k, v in sorted(s.tags)) for s in samples],
+            "entity": [entity_text(s.tags) for s in samples],
             "tags": [list(s.tags) for s in samples],
             "value": [s.value for s in samples],
         },

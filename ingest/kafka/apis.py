@@ -43,7 +43,6 @@ from typing import Any, Final, Protocol
 from kio.schema.errors import ErrorCode
 
 from ingest.admin import QuotaAlteration, SinkAdmin
-from ingest.config_log import ENTITY_FIELDS, EntityComponent
 from ingest.identity import ClientTextError, check_client_text
 from ingest.kafka.protocol import (
     ALTER_CLIENT_QUOTAS,
@@ -65,6 +64,7 @@ from ingest.kafka.protocol import (
 from ingest.metrics import Rpc
 from ingest.pipeline import TelemetryPipeline
 from ingest.quotas import DEFAULT, ClientQuotaEntity, ThrottleCallback
+from ingest.quotas.entities import ENTITY_FIELDS, EntityComponent
 from subscriptions import ClientContext, GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 
 __all__ = ["KafkaApis", "KafkaConnection", "NodeInfo"]
@@ -418,10 +418,9 @@ class KafkaApis:
             client = self._client(header, connection)
         except ClientTextError as exc:
             return every_entry(ErrorCode.invalid_request, str(exc))
-        if not self.admin.authorized(client, "ALTER_CONFIGS"):  # before anything is validated, as Kafka
-            return every_entry(
-                ErrorCode.cluster_authorization_failed, "Cluster authorization failed (ALTER_CONFIGS)"
-            )
+        # authorized before anything is validated, as Kafka does
+        if (denied := self.admin.denial(client, "ALTER_CONFIGS")) is not None:
+            return every_entry(ErrorCode(denied.error), str(denied))
         answers: list[tuple[Any, int, str | None] | None] = []
         alterations: list[QuotaAlteration] = []
         for entry in body.entries:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from ingest.quotas.clock import Clock
+from ingest.quotas.entities import IP_TAG
 from ingest.quotas.java import INT_MAX
 from ingest.quotas.sensor import MetricName, Metrics, QuotaViolationError, Sensor
 from ingest.quotas.stats import Avg, Gauge, MetricConfig, Quota, Rate
@@ -345,7 +346,7 @@ class ConnectionQuotas:
                 f"Connection-Accept-Rate-{ip}", now, self._rate_config(rate), IP_SENSOR_EXPIRY_MS
             )
             if created:
-                sensor.add(MetricName.of("connection-accept-rate", GROUP, {"ip": ip}), Rate())
+                sensor.add(MetricName.of("connection-accept-rate", GROUP, {IP_TAG: ip}), Rate())
             self._ip_sensors[ip] = sensor
         throttle_ms = self._record_and_get_throttle_ms(sensor, now)
         if throttle_ms > 0:

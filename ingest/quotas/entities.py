@@ -3,16 +3,22 @@
 An entity has an optional user part and an optional client-id part; either part may be the default
 entity, named ``<default>`` as in Kafka's built-in code (PD-11). User names are kept sanitized
 (URL-encoded, QUO-4), the form quota sensors are tagged with.
+
+Also the entity vocabulary every front door shares (the YAML config, the admin API's JSON, the Kafka
+AlterClientQuotas / DescribeClientQuotas RPCs, the admin CLI): Kafka's entity types (``user``,
+``client-id``, ``ip``) and the ``ClientQuotaEntity`` field each names, and DescribeClientQuotas filter
+components with their match types.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
-from typing import Final, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 from ingest.quotas.java import INT_MAX, LONG_MAX, sanitize
 
@@ -24,6 +30,11 @@ __all__ = [
     "CONTROLLER_MUTATION_RATE",
     "CUSTOM",
     "DEFAULT",
+    "ENTITY_FIELDS",
+    "IP_TAG",
+    "MATCH_DEFAULT",
+    "MATCH_EXACT",
+    "MATCH_SPECIFIED",
     "PRODUCER_BYTE_RATE",
     "REQUEST_PERCENTAGE",
     "USER",
@@ -31,8 +42,11 @@ __all__ = [
     "USER_TAG",
     "ClientQuotaEntity",
     "ClusterMetadata",
+    "EntityComponent",
+    "EntityType",
     "QuotaEntityError",
     "QuotaType",
+    "entity_parts",
     "principal_user",
     "validate_quota",
 ]
@@ -40,6 +54,16 @@ __all__ = [
 DEFAULT: Final = "<default>"
 USER_TAG: Final = "user"
 CLIENT_ID_TAG: Final = "client-id"
+IP_TAG: Final = "ip"
+EntityType = Literal["user", "client-id", "ip"]
+"""Kafka's quota entity types (``ClientQuotaEntity.USER``, ``CLIENT_ID``, ``IP``)."""
+ENTITY_FIELDS: Final[Mapping[str, str]] = {USER_TAG: "user", CLIENT_ID_TAG: "client_id", IP_TAG: "ip"}
+"""Kafka's quota entity types and the ``ClientQuotaEntity`` field each names."""
+
+# DescribeClientQuotas filter match types (Kafka's ``ClientQuotaFilterComponent``)
+MATCH_EXACT: Final = 0
+MATCH_DEFAULT: Final = 1
+MATCH_SPECIFIED: Final = 2
 
 # The "quotas enabled" bits (QUO-3)
 CLIENT: Final = 1
@@ -105,6 +129,16 @@ class ClientQuotaEntity:
             return USER
         return CLIENT if self.client_id is not None else 0
 
+    @classmethod
+    def from_parts(cls, parts: Mapping[str, str | None]) -> ClientQuotaEntity:
+        """The entity of Kafka's (entity type -> name) parts, ``None`` naming the default entity.
+
+        Raises QuotaEntityError for an entity type Kafka does not know."""
+        unknown = sorted(k for k in parts if k not in ENTITY_FIELDS)
+        if unknown:
+            raise QuotaEntityError(f"Unhandled client quota entity type: {', '.join(unknown)}")
+        return cls(**{ENTITY_FIELDS[k]: DEFAULT if v is None else v for k, v in parts.items()})
+
     def __str__(self) -> str:
         parts = [
             f"user={self.user}" if self.user is not None else "",
@@ -112,6 +146,20 @@ class ClientQuotaEntity:
             f"ip={self.ip}" if self.ip is not None else "",
         ]
         return "<" + ", ".join(p for p in parts if p) + ">"
+
+
+def entity_parts(entity: ClientQuotaEntity) -> dict[str, str]:
+    """The entity as Kafka lists it: entity type -> name (``<default>`` for a default part)."""
+    return {t: getattr(entity, f) for t, f in ENTITY_FIELDS.items() if getattr(entity, f) is not None}
+
+
+class EntityComponent(NamedTuple):
+    """One component of a DescribeClientQuotas filter: ``match_type`` ``MATCH_EXACT`` (``match``: the
+    name), ``MATCH_DEFAULT`` the default entity, ``MATCH_SPECIFIED`` any entity of the type."""
+
+    entity_type: EntityType
+    match_type: int
+    match: str | None = None
 
 
 class ClusterMetadata(NamedTuple):

@@ -33,7 +33,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Final
@@ -44,7 +44,19 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from spark_jobs.jobs.decode import DecodeReport, run_decode
 from spark_jobs.lake import DeltaLake, PartitionFilter
-from spark_jobs.tables import BRONZE_PUSHES, BRONZE_QUOTA_SAMPLES, METRIC_POINTS, QUARANTINE, table_uri
+from spark_jobs.tables import (
+    BRONZE_PUSHES,
+    BRONZE_QUOTA_SAMPLES,
+    METRIC_POINTS,
+    QUARANTINE,
+    ROLLUP_CLIENT_1H,
+    ROLLUP_CLIENT_1M,
+    ROLLUP_ENTITY_1H,
+    ROLLUP_ENTITY_1M,
+    ROLLUP_ENTITY_ACTIVITY_1H,
+    ROLLUP_ENTITY_ACTIVITY_1M,
+    table_uri,
+)
 from spark_jobs.transforms.activity import (
     activity_rollup,
     activity_schema,
@@ -63,13 +75,11 @@ from spark_jobs.transforms.rollup import (
     rollup_schema,
 )
 
-__all__ = ["ACTIVITY_TABLES", "ROLLUP_APP", "ROLLUP_TABLES", "RollupReport", "TableReport", "run_rollup"]
+__all__ = ["ROLLUP_APP", "RollupReport", "TableReport", "run_rollup"]
 
 log = logging.getLogger(__name__)
 
 ROLLUP_APP: Final = "telemetry-sink-rollup"
-ROLLUP_TABLES: Final = ("rollup_client_1m", "rollup_client_1h", "rollup_entity_1m", "rollup_entity_1h")
-ACTIVITY_TABLES: Final = ("rollup_entity_activity_1m", "rollup_entity_activity_1h")
 _HOUR: Final = PARTITION_PATTERN["1m"]
 
 
@@ -158,6 +168,177 @@ def _refresh(
     return TableReport(step.table, latest, chosen)
 
 
+def _hours_of(column: str) -> Callable[[DataFrame], list[str]]:
+    """The hours of ``column`` in the added rows."""
+    return lambda added: _distinct(added.select(F.date_format(column, _HOUR).alias("h")), "h")
+
+
+def _day_hours(dates: list[str]) -> PartitionFilter:
+    """The 1-minute partitions (hours) of whole days."""
+    return "bucket_hour", [f"{d}T{h:02d}" for d in dates for h in range(24)]
+
+
+def _dates_of(added: DataFrame) -> list[str]:
+    """The days of the hours a 1-minute table gained rows in."""
+    return sorted({hour[:10] for hour in _distinct(added, "bucket_hour")})
+
+
+@dataclass
+class _RollupRun:
+    """One run of the rollup job: where the tables are, its settings and what it did."""
+
+    lake: DeltaLake
+    data_root: str
+    lookback_s: int
+    since: datetime | None
+    progress: Callable[[str], None]
+    report: RollupReport
+
+    def uri(self, table: str) -> str:
+        return table_uri(self.data_root, table)
+
+    def read(self, table: str, version: int, partitions: PartitionFilter) -> DataFrame:
+        frame = self.lake.read(self.uri(table), version, partitions=partitions)
+        assert frame is not None  # it has a version
+        return frame
+
+    def refresh(self, step: _Step, source: str, app_id: str, forced: Sequence[str] = ()) -> None:
+        done = _refresh(
+            self.lake, self.data_root, step, source, app_id, forced=forced, progress=self.progress
+        )
+        if done is not None:
+            self.report.tables.append(done)
+
+    def forced_partitions(self, pattern: str) -> list[str]:
+        """Every partition with silver points from ``since`` on."""
+        if self.since is None:
+            return []
+        points = self.lake.read(self.uri(METRIC_POINTS))
+        if points is None:
+            return []
+        recent = points.where(F.col("time") >= F.lit(self.since.astimezone(UTC)))
+        return _distinct(recent.select(F.date_format("time", pattern).alias("p")), "p")
+
+    def hours_of_points(self, added: DataFrame) -> list[str]:
+        """A point changes its own hour, and the deltas of its series up to ``lookback_s`` later."""
+        lookback = F.expr(f"INTERVAL {int(self.lookback_s)} SECONDS")
+        hours = F.sequence(
+            F.date_trunc("hour", "time"),
+            F.date_trunc("hour", F.col("time") + lookback),
+            F.expr("INTERVAL 1 HOUR"),
+        )
+        exploded = added.select(F.explode(hours).alias("hour"))
+        return _distinct(exploded.select(F.date_format("hour", _HOUR).alias("h")), "h")
+
+    def client_minutes(self, version: int, hours: list[str]) -> DataFrame:
+        wanted = {h for hour in hours for h in _hours_before(hour, self.lookback_s)}
+        points = self.read(METRIC_POINTS, version, ("date", sorted({h[:10] for h in wanted})))
+        rows = normalize(points, self.lookback_s).where(F.date_format("time", _HOUR).isin(hours))
+        return client_rollup(rows, "1m", time_column="time")
+
+    def activity_minutes(self, _: int, hours: list[str]) -> DataFrame:
+        """Every source's samples in these hours (all shards, at their latest versions)."""
+        dates = ("date", sorted({h[:10] for h in hours}))
+        parts = []
+        for table, to_samples in (
+            (BRONZE_PUSHES, push_activity),
+            (BRONZE_QUOTA_SAMPLES, sample_activity),
+        ):
+            for shard in self.lake.shards(self.uri(table)):
+                frame = self.lake.read(shard, partitions=dates)
+                if frame is not None:
+                    parts.append(to_samples(frame))
+        quarantined = self.lake.read(self.uri(QUARANTINE), partitions=dates)
+        if quarantined is not None:
+            parts.append(quarantine_activity(quarantined))
+        samples = functools.reduce(DataFrame.unionByName, parts)
+        samples = samples.where(F.date_format("time", _HOUR).isin(hours))
+        return activity_rollup(samples, "1m", from_samples=True)
+
+    def metric_steps(self) -> list[tuple[_Step, str]]:
+        """The four metric rollups, each with the table it follows, in the order they are refreshed."""
+        return [
+            (
+                _Step(
+                    ROLLUP_CLIENT_1M,
+                    rollup_schema("client", "1m"),
+                    "1m",
+                    self.hours_of_points,
+                    self.client_minutes,
+                ),
+                METRIC_POINTS,
+            ),
+            (
+                _Step(
+                    ROLLUP_CLIENT_1H,
+                    rollup_schema("client", "1h"),
+                    "1h",
+                    _dates_of,
+                    lambda v, dates: client_rollup(self.read(ROLLUP_CLIENT_1M, v, _day_hours(dates)), "1h"),
+                ),
+                ROLLUP_CLIENT_1M,
+            ),
+            (
+                _Step(
+                    ROLLUP_ENTITY_1M,
+                    rollup_schema("entity", "1m"),
+                    "1m",
+                    lambda added: _distinct(added, "bucket_hour"),
+                    lambda v, hours: entity_rollup(
+                        self.read(ROLLUP_CLIENT_1M, v, ("bucket_hour", hours)), "1m"
+                    ),
+                ),
+                ROLLUP_CLIENT_1M,
+            ),
+            (
+                _Step(
+                    ROLLUP_ENTITY_1H,
+                    rollup_schema("entity", "1h"),
+                    "1h",
+                    lambda added: _distinct(added, "bucket_date"),
+                    lambda v, dates: entity_rollup(
+                        self.read(ROLLUP_CLIENT_1H, v, ("bucket_date", dates)), "1h"
+                    ),
+                ),
+                ROLLUP_CLIENT_1H,
+            ),
+        ]
+
+    def refresh_metrics(self, forced: Mapping[str, list[str]]) -> None:
+        for step, source in self.metric_steps():
+            self.refresh(step, self.uri(source), f"{ROLLUP_APP}/{step.table}", forced[step.width])
+
+    def refresh_activity(self, forced: Mapping[str, list[str]]) -> None:
+        """The 1-minute activity table follows every shard of every bronze table (a watermark each)
+        and the quarantine; the 1-hour one follows the 1-minute one."""
+        minutes = _Step(
+            ROLLUP_ENTITY_ACTIVITY_1M, activity_schema("1m"), "1m", lambda added: [], self.activity_minutes
+        )
+        sources = [
+            (BRONZE_PUSHES, "received_at"),
+            (BRONZE_QUOTA_SAMPLES, "sampled_at"),
+        ]
+        activity_forced = forced["1m"]  # recomputed with the first shard's hours
+        for table, time_column in sources:
+            step = dataclasses.replace(minutes, touched=_hours_of(time_column))
+            for shard in self.lake.shards(self.uri(table)):
+                name = shard.rstrip("/").rsplit("/", 1)[-1]
+                self.refresh(step, shard, f"{ROLLUP_APP}/{step.table}/{table}/{name}", activity_forced)
+                activity_forced = []
+        quarantine_step = dataclasses.replace(minutes, touched=_hours_of("received_at"))
+        self.refresh(quarantine_step, self.uri(QUARANTINE), f"{ROLLUP_APP}/{minutes.table}/{QUARANTINE}")
+        hours = _Step(
+            ROLLUP_ENTITY_ACTIVITY_1H,
+            activity_schema("1h"),
+            "1h",
+            _dates_of,
+            lambda v, dates: activity_rollup(
+                self.read(ROLLUP_ENTITY_ACTIVITY_1M, v, _day_hours(dates)), "1h", from_samples=False
+            ),
+        )
+        self.refresh(hours, self.uri(minutes.table), f"{ROLLUP_APP}/{hours.table}", forced["1h"])
+
+
 def run_rollup(
     lake: DeltaLake,
     data_root: str,
@@ -167,143 +348,13 @@ def run_rollup(
     decode: bool = True,
     progress: Callable[[str], None] = lambda _: None,
 ) -> RollupReport:
-    """Decode what bronze gained, then bring the six gold tables (``ROLLUP_TABLES``,
-    ``ACTIVITY_TABLES``) up to date."""
+    """Decode what bronze gained, then bring the six gold tables (``spark_jobs.tables``'
+    ``ROLLUP_TABLES`` and ``ACTIVITY_TABLES``) up to date."""
     report = RollupReport()
     if decode:
         report.decode = run_decode(lake, data_root, progress=progress)
-    lookback = F.expr(f"INTERVAL {int(lookback_s)} SECONDS")
-    silver = table_uri(data_root, METRIC_POINTS)
-
-    def hours_of_points(added: DataFrame) -> list[str]:
-        # a point changes its own hour, and the deltas of its series up to lookback_s later
-        hours = F.sequence(
-            F.date_trunc("hour", "time"),
-            F.date_trunc("hour", F.col("time") + lookback),
-            F.expr("INTERVAL 1 HOUR"),
-        )
-        exploded = added.select(F.explode(hours).alias("hour"))
-        return _distinct(exploded.select(F.date_format("hour", _HOUR).alias("h")), "h")
-
-    def hours_of(column: str) -> Callable[[DataFrame], list[str]]:
-        return lambda added: _distinct(added.select(F.date_format(column, _HOUR).alias("h")), "h")
-
-    def forced_partitions(pattern: str) -> list[str]:
-        """Every partition with silver points from ``since`` on."""
-        if since is None:
-            return []
-        points = lake.read(silver)
-        if points is None:
-            return []
-        recent = points.where(F.col("time") >= F.lit(since.astimezone(UTC)))
-        return _distinct(recent.select(F.date_format("time", pattern).alias("p")), "p")
-
-    def read(table: str, version: int, partitions: PartitionFilter) -> DataFrame:
-        frame = lake.read(table_uri(data_root, table), version, partitions=partitions)
-        assert frame is not None  # it has a version
-        return frame
-
-    def client_minutes(version: int, hours: list[str]) -> DataFrame:
-        wanted = {h for hour in hours for h in _hours_before(hour, lookback_s)}
-        points = read(METRIC_POINTS, version, ("date", sorted({h[:10] for h in wanted})))
-        rows = normalize(points, lookback_s).where(F.date_format("time", _HOUR).isin(hours))
-        return client_rollup(rows, "1m", time_column="time")
-
-    def day_hours(dates: list[str]) -> PartitionFilter:
-        return "bucket_hour", [f"{d}T{h:02d}" for d in dates for h in range(24)]
-
-    def dates_of(added: DataFrame) -> list[str]:
-        return sorted({hour[:10] for hour in _distinct(added, "bucket_hour")})
-
-    def activity_minutes(_: int, hours: list[str]) -> DataFrame:
-        """Every source's samples in these hours (all shards, at their latest versions)."""
-        dates = ("date", sorted({h[:10] for h in hours}))
-        parts = []
-        for table, to_samples in (
-            (BRONZE_PUSHES, push_activity),
-            (BRONZE_QUOTA_SAMPLES, sample_activity),
-        ):
-            for shard in lake.shards(table_uri(data_root, table)):
-                frame = lake.read(shard, partitions=dates)
-                if frame is not None:
-                    parts.append(to_samples(frame))
-        quarantined = lake.read(table_uri(data_root, QUARANTINE), partitions=dates)
-        if quarantined is not None:
-            parts.append(quarantine_activity(quarantined))
-        samples = functools.reduce(DataFrame.unionByName, parts)
-        samples = samples.where(F.date_format("time", _HOUR).isin(hours))
-        return activity_rollup(samples, "1m", from_samples=True)
-
-    client_1m = _Step(
-        "rollup_client_1m", rollup_schema("client", "1m"), "1m", hours_of_points, client_minutes
-    )
-    client_1h = _Step(
-        "rollup_client_1h",
-        rollup_schema("client", "1h"),
-        "1h",
-        dates_of,
-        lambda v, dates: client_rollup(read("rollup_client_1m", v, day_hours(dates)), "1h"),
-    )
-    entity_1m = _Step(
-        "rollup_entity_1m",
-        rollup_schema("entity", "1m"),
-        "1m",
-        lambda added: _distinct(added, "bucket_hour"),
-        lambda v, hours: entity_rollup(read("rollup_client_1m", v, ("bucket_hour", hours)), "1m"),
-    )
-    entity_1h = _Step(
-        "rollup_entity_1h",
-        rollup_schema("entity", "1h"),
-        "1h",
-        lambda added: _distinct(added, "bucket_date"),
-        lambda v, dates: entity_rollup(read("rollup_client_1h", v, ("bucket_date", dates)), "1h"),
-    )
-    activity_1m = _Step(
-        "rollup_entity_activity_1m", activity_schema("1m"), "1m", lambda added: [], activity_minutes
-    )
-    activity_1h = _Step(
-        "rollup_entity_activity_1h",
-        activity_schema("1h"),
-        "1h",
-        dates_of,
-        lambda v, dates: activity_rollup(
-            read("rollup_entity_activity_1m", v, day_hours(dates)), "1h", from_samples=False
-        ),
-    )
-    forced = {width: forced_partitions(pattern) for width, pattern in PARTITION_PATTERN.items()}
-
-    def refresh(step: _Step, source: str, app_id: str, forced: Sequence[str] = ()) -> None:
-        done = _refresh(lake, data_root, step, source, app_id, forced=forced, progress=progress)
-        if done is not None:
-            report.tables.append(done)
-
-    for step, source in (
-        (client_1m, METRIC_POINTS),
-        (client_1h, "rollup_client_1m"),
-        (entity_1m, "rollup_client_1m"),
-        (entity_1h, "rollup_client_1h"),
-    ):
-        refresh(step, table_uri(data_root, source), f"{ROLLUP_APP}/{step.table}", forced[step.width])
-    # activity: every shard of every source has its own watermark in the table
-    sources = [
-        (BRONZE_PUSHES, "received_at"),
-        (BRONZE_QUOTA_SAMPLES, "sampled_at"),
-    ]
-    activity_forced = forced["1m"]  # recomputed with the first shard's hours
-    for table, time_column in sources:
-        step = dataclasses.replace(activity_1m, touched=hours_of(time_column))
-        for shard in lake.shards(table_uri(data_root, table)):
-            name = shard.rstrip("/").rsplit("/", 1)[-1]
-            refresh(step, shard, f"{ROLLUP_APP}/{step.table}/{table}/{name}", activity_forced)
-            activity_forced = []
-    quarantine_step = dataclasses.replace(activity_1m, touched=hours_of("received_at"))
-    refresh(
-        quarantine_step, table_uri(data_root, QUARANTINE), f"{ROLLUP_APP}/{activity_1m.table}/{QUARANTINE}"
-    )
-    refresh(
-        activity_1h,
-        table_uri(data_root, activity_1m.table),
-        f"{ROLLUP_APP}/{activity_1h.table}",
-        forced["1h"],
-    )
+    run = _RollupRun(lake, data_root, lookback_s, since, progress, report)
+    forced = {width: run.forced_partitions(pattern) for width, pattern in PARTITION_PATTERN.items()}
+    run.refresh_metrics(forced)
+    run.refresh_activity(forced)
     return report

@@ -23,6 +23,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
+from spark_jobs.tables import BRONZE_PUSHES, QUARANTINE
 from spark_jobs.transforms.rollup import PARTITION_OF, Width, bucket, partition
 
 __all__ = ["activity_rollup", "activity_schema", "push_activity", "quarantine_activity", "sample_activity"]
@@ -62,7 +63,7 @@ def push_activity(pushes: DataFrame) -> DataFrame:
     return _samples(
         pushes,
         F.col("received_at"),
-        "telemetry_pushes",
+        BRONZE_PUSHES,
         {
             "pushes": F.lit(1.0),
             "payload_bytes": F.col("payload_bytes").cast("double"),
@@ -72,7 +73,7 @@ def push_activity(pushes: DataFrame) -> DataFrame:
 
 
 def quarantine_activity(quarantined: DataFrame) -> DataFrame:
-    return _samples(quarantined, F.col("received_at"), "decode_quarantine", {"pushes": F.lit(1.0)})
+    return _samples(quarantined, F.col("received_at"), QUARANTINE, {"pushes": F.lit(1.0)})
 
 
 def sample_activity(samples: DataFrame) -> DataFrame:

@@ -4,6 +4,7 @@ authorization (TEL-23), subscriptions CRUD, Kafka-shaped client quotas (QUO-2), 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from subscriptions import (
     SubscriptionStore,
     kafka_uuid_string,
 )
+from subscriptions.errors import ClusterAuthorizationError
 from tests.support.clock import FakeClock
 
 pytestmark = pytest.mark.integration
@@ -105,6 +107,27 @@ async def test_tel_23_the_admin_api_needs_a_super_user_credential(api: Admin) ->
         assert refused.status_code == 403, path
         assert refused.json()["error"] == "CLUSTER_AUTHORIZATION_FAILED"
     assert api.admin.follower.image.store.get("s") is None
+
+
+async def test_TEL_23_every_admin_denial_is_the_one_cluster_denial_naming_the_operation(api: Admin) -> None:
+    calls: list[tuple[str, str, Any, str]] = [
+        ("GET", "/subscriptions", None, "DESCRIBE_CONFIGS"),
+        ("GET", "/subscriptions/s", None, "DESCRIBE_CONFIGS"),
+        ("PUT", "/subscriptions/s", KAFKA, "ALTER_CONFIGS"),
+        ("PATCH", "/subscriptions/s", {"interval.ms": 5000}, "ALTER_CONFIGS"),
+        ("DELETE", "/subscriptions/s", None, "ALTER_CONFIGS"),
+        ("GET", "/client-quotas", None, "DESCRIBE_CONFIGS"),
+        ("GET", "/client-instances", None, "DESCRIBE_CONFIGS"),
+        ("GET", f"/client-instances/{kafka_uuid_string(uuid.UUID(int=1))}", None, "DESCRIBE_CONFIGS"),
+        ("GET", "/config-log", None, "DESCRIBE_CONFIGS"),
+    ]
+    for method, path, body, operation in calls:
+        refused = (await api.call(method, path, body, headers=BOB)).json()
+        denial = ClusterAuthorizationError(operation)
+        assert (refused["error_code"], refused["message"]) == (denial.error, str(denial)), path
+    altered = await api.call("POST", "/client-quotas/alter", {"entries": [{"entity": [], "ops": []}]}, BOB)
+    (entry,) = altered.json()["entries"]
+    assert entry["error_message"] == str(ClusterAuthorizationError("ALTER_CONFIGS"))
 
 
 async def test_subscriptions_are_created_altered_described_and_deleted(api: Admin) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 import ingest.config as config_module
+from ingest.admin_cli import TOKEN_ENV
 from ingest.config import SinkConfig, SinkConfigError
 from ingest.connections import GateLimits, HttpTimeouts
 from ingest.quotas import DEFAULT, ClientQuotaEntity
@@ -405,3 +407,94 @@ def test_otlp_tolerant_intake_must_be_a_boolean(value: object) -> None:
     with pytest.raises(SinkConfigError) as info:
         SinkConfig.from_document({"server": {"otlp_tolerant_intake": value}})
     assert info.value.problems == [f"server.otlp_tolerant_intake must be true or false, got {value!r}"]
+
+
+def _typed_sections() -> dict[str, type]:
+    return {"": SinkConfig, **config_module._TYPED_SECTIONS}
+
+
+def test_issue20_every_default_is_a_value_its_fields_parser_gives() -> None:
+    """Each field declares its parser; the default is one of the values it parses to."""
+    for section, section_type in _typed_sections().items():
+        defaults = section_type()
+        for item in fields(section_type):
+            parse = item.metadata.get("parse")
+            if section == "" and parse is None:
+                continue  # the sections themselves and the mappings other modules read
+            assert parse is not None, f"{section}.{item.name}"
+            value = getattr(defaults, item.name)
+            assert parse(value) == value, f"{section}.{item.name}"
+
+
+def test_issue20_values_are_parsed_into_their_declared_types_before_the_objects_are_built() -> None:
+    config = SinkConfig.from_document(
+        {
+            "server": {"shutdown_grace_s": 5, "host": "127.0.0.1"},
+            "admin": {"config_log_poll_s": 1},
+            "security": {"super_users": "User:a; User:b"},
+            "spark": {"conf": {"spark.sql.shuffle.partitions": 4, "spark.sql.adaptive.enabled": False}},
+        }
+    )
+    assert type(config.server.shutdown_grace_s) is float
+    assert config.server.shutdown_grace_s == 5.0
+    assert type(config.admin.config_log_poll_s) is float
+    assert config.security.super_users == ("User:a", "User:b")
+    assert config.spark.conf == {"spark.sql.shuffle.partitions": "4", "spark.sql.adaptive.enabled": "false"}
+
+
+def test_issue20_a_value_of_the_wrong_type_is_one_problem_never_a_crash_nor_kept() -> None:
+    """Before, these were built into the frozen objects as written (host 5, exporter name 'None') or
+    crashed the loader (options as a list)."""
+    with pytest.raises(SinkConfigError) as info:
+        SinkConfig.from_document(
+            {
+                "server": {"host": 5},
+                "exporter": {"name": None, "options": [1, 2]},
+                "kafka_listener": {"advertised_host": 7},
+                "security": {"tokens_file": 3},
+            }
+        )
+    assert sorted(info.value.problems) == [
+        "exporter.name must be an exporter entry point or dotted path, got None",
+        "exporter.options must be a mapping, got [1, 2]",
+        "kafka_listener.advertised_host must be a host name or null, got 7",
+        "security.tokens_file must be a path, got 3",
+        "server.host must be a host name or address, got 5",
+    ]
+
+
+def test_issue20_the_spark_section_has_a_default_and_refuses_what_spark_would_not_take(
+    tmp_path: Path,
+) -> None:
+    assert SinkConfig.load(env={}).spark == config_module.SparkConfig(None, {}, "auto")
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "spark: {master: 'spark://m:7077', conf: {spark.executor.memory: 4g}, delta_connector: off}\n"
+    )
+    spark = SinkConfig.load(path, env={"TELEMETRY_SINK_SPARK__MASTER": "local[2]"}).spark
+    assert (spark.master, spark.conf, spark.delta_connector) == (
+        "local[2]",
+        {"spark.executor.memory": "4g"},
+        "off",
+    )
+    with pytest.raises(SinkConfigError) as info:
+        SinkConfig.from_document(
+            {"spark": {"master": "", "conf": {"executor.memory": "4g"}, "delta_connector": "maybe", "x": 1}}
+        )
+    assert sorted(info.value.problems) == [
+        "spark.conf must map spark.* keys to values, got ['executor.memory']",
+        "spark.delta_connector must be auto, on or off, got 'maybe'",
+        "spark.master must be a Spark master URL or null, got ''",
+        "unknown key 'spark.x'",
+    ]
+
+
+def test_issue20_the_admin_commands_token_variable_is_not_a_setting() -> None:
+    """TELEMETRY_SINK_ADMIN_TOKEN (the admin command's credential) in the environment of ``serve`` or
+    a lake command is not read as a setting; a mistyped setting is still refused."""
+    config = SinkConfig.load(env={TOKEN_ENV: "s3cret", "TELEMETRY_SINK_PURE_PYTHON": "1"})
+    assert config == SinkConfig.load(env={})
+    assert TOKEN_ENV in config_module.NOT_SETTINGS
+    with pytest.raises(SinkConfigError) as info:
+        SinkConfig.load(env={TOKEN_ENV: "s3cret", "TELEMETRY_SINK_ADMIN_TOKENS": "x"})
+    assert info.value.problems == ["TELEMETRY_SINK_ADMIN_TOKENS: unknown setting"]

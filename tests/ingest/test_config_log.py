@@ -19,7 +19,6 @@ from ingest.config_log import (
     ConfigLog,
     ConfigLogError,
     ConfigLogFollower,
-    EntityComponent,
     InvalidFilterError,
     QuotaChange,
     SubscriptionChange,
@@ -32,6 +31,7 @@ from ingest.quotas import (
     QuotaType,
     create_quota_managers,
 )
+from ingest.quotas.entities import EntityComponent
 from subscriptions import SubscriptionStore
 from tests.support.clock import FakeClock
 

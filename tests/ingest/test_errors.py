@@ -1,12 +1,28 @@
-"""The error table: every Kafka code has an answer on every transport, and retries are right."""
+"""The error table: every Kafka code has an answer on every transport, and retries are right; every
+exception a client is answered with carries its code and is drawn in an errors module's tree."""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 import grpc
 import pytest
 
-from ingest.errors import OTLP_ANSWERS, admin_http_status, otlp_answer, retry_after_seconds
+import ingest
+import subscriptions
+from ingest import errors as ingest_errors
+from ingest.errors import (
+    AUTHENTICATION_ANSWER,
+    OTLP_ANSWERS,
+    admin_http_status,
+    otlp_answer,
+    retry_after_seconds,
+)
+from ingest.security import AuthenticationError
 from subscriptions import Errors
+from subscriptions import errors as subscription_errors
+from subscriptions.errors import ApiError
 
 
 def test_every_kafka_code_has_an_otlp_answer() -> None:
@@ -51,3 +67,34 @@ def test_PD_7_retry_after_is_whole_seconds_rounded_up(throttle_ms: int, seconds:
 )
 def test_TEL_23_admin_http_statuses(error: Errors, status: int) -> None:
     assert admin_http_status(error) == status
+
+
+def test_an_unknown_token_is_sasl_authentication_failed_answered_unauthenticated() -> None:
+    assert AuthenticationError.error is Errors.SASL_AUTHENTICATION_FAILED
+    assert otlp_answer(AuthenticationError.error) is AUTHENTICATION_ANSWER
+    assert AUTHENTICATION_ANSWER == (grpc.StatusCode.UNAUTHENTICATED, 401, False)
+
+
+def _api_errors() -> set[type[ApiError]]:
+    """Every ApiError class the sink's packages define (all their modules imported)."""
+    for package in (ingest, subscriptions):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            importlib.import_module(module.name)
+    found: set[type[ApiError]] = set()
+    pending = [ApiError]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            found.add(sub)
+            pending.append(sub)
+    return found
+
+
+def test_every_api_error_carries_a_kafka_code_and_is_drawn_in_an_errors_tree() -> None:
+    trees = f"{subscription_errors.__doc__}{ingest_errors.__doc__}"
+    classes = _api_errors()
+    assert AuthenticationError in classes
+    for cls in classes:
+        assert isinstance(cls.error, Errors), cls
+        assert cls.error in OTLP_ANSWERS, cls
+        if not cls.__name__.startswith("_"):  # private ones are answered where they are defined
+            assert cls.__name__ in trees, f"{cls.__module__}.{cls.__name__} is not in an errors tree"

@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from exporters import InMemoryExporter
+from exporters.delta.schema import CONFIG_LOG_TABLE
 from ingest.config import SinkConfig
-from ingest.config_log import CONFIG_LOG_TABLE, ConfigLog, QuotaChange
+from ingest.config_log import ConfigLog, QuotaChange
 from ingest.http_app import GET_PATH
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc

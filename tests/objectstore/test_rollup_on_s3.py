@@ -12,8 +12,9 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from spark_jobs.jobs.rollup import ROLLUP_TABLES, run_rollup
+from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
+from spark_jobs.tables import ROLLUP_TABLES
 from spark_jobs.transforms.rollup import CLIENT_KEYS, ENTITY_KEYS
 from tests.support import rollup_reference
 from tests.support.fleet import kafka_pushes, land, sdk_pushes

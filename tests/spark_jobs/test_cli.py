@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 
 from spark_jobs.cli import parse_since
-from spark_jobs.jobs.rollup import ACTIVITY_TABLES, ROLLUP_TABLES
+from spark_jobs.tables import ACTIVITY_TABLES, ROLLUP_TABLES
 from tests.support.fleet import kafka_pushes, land
 
 pytestmark = pytest.mark.spark

@@ -30,6 +30,7 @@ from kio.static.primitive import f64, i8
 from ingest.kafka import SUPPORTED_VERSIONS, ListenerLimits, NodeInfo
 from ingest.limits import DEFAULT_LIMITS
 from ingest.quotas import ClientQuotaEntity
+from subscriptions.errors import ClusterAuthorizationError
 from tests.support.certificates import self_signed
 from tests.support.clock import SteppedClock, eventually
 from tests.support.kafka import IP, KafkaClient, encode_request, push_request, serving_kafka
@@ -370,6 +371,7 @@ async def test_QUO_2_client_quota_rpcs_need_a_super_user(tmp_path: Path) -> None
         client = await served.connect()
         described = await client.request(describe_v1.DescribeClientQuotasRequest(components=(), strict=False))
         assert described.error_code == ErrorCode.cluster_authorization_failed
+        assert described.error_message == str(ClusterAuthorizationError("DESCRIBE_CONFIGS"))
         assert described.entries is None
         entry = alter_v1.EntryData(
             entity=(alter_v1.EntityData(entity_type="user", entity_name="alice"),),
@@ -383,6 +385,7 @@ async def test_QUO_2_client_quota_rpcs_need_a_super_user(tmp_path: Path) -> None
             alter_v1.AlterClientQuotasRequest(entries=(entry, malformed), validate_only=False)
         )
         assert [e.error_code for e in altered.entries] == [ErrorCode.cluster_authorization_failed] * 2
+        assert {e.error_message for e in altered.entries} == {str(ClusterAuthorizationError("ALTER_CONFIGS"))}
         assert served.quotas.produce.quota_limit("User:alice", "x") is None
 
 

@@ -15,8 +15,9 @@ from deltalake import DeltaTable
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters import TelemetryPush
-from spark_jobs.jobs.rollup import ACTIVITY_TABLES, ROLLUP_TABLES, run_rollup
+from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
+from spark_jobs.tables import ACTIVITY_TABLES, ROLLUP_TABLES
 from spark_jobs.transforms.rollup import CLIENT_KEYS, ENTITY_KEYS
 from tests.support import rollup_reference
 from tests.support.fleet import START_MS, context, kafka_pushes, land, sdk_pushes
