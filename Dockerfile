@@ -22,6 +22,7 @@ COPY subscriptions subscriptions
 COPY ingest ingest
 COPY exporters exporters
 COPY spark_jobs spark_jobs
+COPY loadgen loadgen
 COPY telemetry_sink telemetry_sink
 # the project's wheel and every dependency's, for an offline install below
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .

@@ -2,7 +2,7 @@
 
 ``serve`` (run the sink), ``maintain`` (compact, checkpoint and vacuum the Delta tables), ``admin``
 (subscriptions, client quotas, client instances and the config log through the admin API,
-``ingest.admin_cli``) and ``loadgen`` (a simulated fleet of KIP-714 clients, ``ingest.loadgen``).
+``ingest.admin_cli``) and ``loadgen`` (a simulated fleet of KIP-714 clients, ``loadgen``).
 
 Each subcommand imports what it runs when it is declared or run, not when this module is imported:
 ``telemetry-sink admin`` does not start a gRPC server's imports, ``--help`` none at all.
@@ -85,7 +85,7 @@ def _declare_admin(parser: argparse.ArgumentParser) -> None:
 
 
 def _kinds(text: str) -> tuple[str, ...]:
-    from ingest.loadgen import CLIENT_KINDS  # noqa: PLC0415 - see the docstring
+    from loadgen import CLIENT_KINDS  # noqa: PLC0415 - see the docstring
 
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     unknown = [k for k in kinds if k not in CLIENT_KINDS]
@@ -95,7 +95,7 @@ def _kinds(text: str) -> tuple[str, ...]:
 
 
 def _declare_loadgen(loadgen: argparse.ArgumentParser) -> None:
-    from ingest.loadgen import (  # noqa: PLC0415 - see the docstring
+    from loadgen import (  # noqa: PLC0415 - see the docstring
         DEFAULT_GRPC_ADDRESS,
         DEFAULT_HTTP_ADDRESS,
         DEFAULT_OTLP_INTERVAL_MS,
@@ -281,7 +281,7 @@ def _targets(args: argparse.Namespace) -> tuple[str, str]:
     """The gRPC and HTTP addresses: the flags, else the ports of ``--config`` on this host, else the
     loadgen's defaults; SinkConfigError for a bad file."""
     from ingest.config import SinkConfig  # noqa: PLC0415 - see the docstring
-    from ingest.loadgen import DEFAULT_GRPC_ADDRESS, DEFAULT_HTTP_ADDRESS  # noqa: PLC0415
+    from loadgen import DEFAULT_GRPC_ADDRESS, DEFAULT_HTTP_ADDRESS  # noqa: PLC0415
 
     if args.config is None:
         return args.grpc or DEFAULT_GRPC_ADDRESS, args.http or DEFAULT_HTTP_ADDRESS
@@ -291,7 +291,7 @@ def _targets(args: argparse.Namespace) -> tuple[str, str]:
 
 def _loadgen(args: argparse.Namespace) -> int:
     from ingest.config import SinkConfigError  # noqa: PLC0415 - see the docstring
-    from ingest.loadgen import (  # noqa: PLC0415
+    from loadgen import (  # noqa: PLC0415
         Credentials,
         LoadgenOptions,
         Summary,

@@ -11,7 +11,7 @@ Each hour's 1-minute client rows are also merged into ``rollup_client_1h`` (the 
 window's whole hours from it).
 
 - ``clients`` instances, half producers, half consumers, with librdkafka 2.16's metric sets from the
-  loadgen (``ingest.loadgen``), per-broker metrics for 1-3 brokers (consumers also report the bootstrap
+  loadgen (``loadgen``), per-broker metrics for 1-3 brokers (consumers also report the bootstrap
   node, -1); each pushes every ``interval_s`` (default 300 s, KIP-714's default push interval), so a
   client has rows in one minute in five: about 14 series per push.
 - ``entities`` quota entities (principals), clients spread evenly.
@@ -32,8 +32,8 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 
 from ingest.config_log import ConfigLog, QuotaChange, SubscriptionChange
-from ingest.loadgen import CONSUMER_METRICS, PRODUCER_METRICS, MetricSpec
 from ingest.quotas import ClientQuotaEntity
+from loadgen import CONSUMER_METRICS, PRODUCER_METRICS, MetricSpec
 from spark_jobs.transforms.activity import activity_schema
 from spark_jobs.transforms.rollup import PARTITION_OF, Width, rollup_schema
 from subscriptions import kafka_uuid_string

@@ -2,7 +2,7 @@
 the real ``DeltaLandingExporter``.
 
 Each instance is a producer, a consumer or an AdminClient (which librdkafka reports as a producer), as
-``telemetry-sink loadgen`` simulates them (``ingest.loadgen``: ``client_identity``,
+``telemetry-sink loadgen`` simulates them (``loadgen``: ``client_identity``,
 ``ClientMetricsModel``, ``build_metrics_data``): librdkafka 2.16's metric sets, one ``Metric`` per data
 point, per-broker metrics with a ``node.id`` attribute (1-3 brokers, consumers also their bootstrap
 connection as node -1), a consumer's ``group_id`` or some producers' ``transactional_id`` as resource
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from exporters import DeltaLandingExporter, ExportResult, PushContext, TelemetryPush
-from ingest.loadgen import (
+from loadgen import (
     CLIENT_KINDS,
     SOFTWARE_NAME,
     SOFTWARE_VERSION,

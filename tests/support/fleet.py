@@ -1,6 +1,6 @@
 """Bronze data for the Spark tests: pushes with real payloads, landed by the real Delta exporter.
 
-- ``kafka_pushes``: Kafka-client-shaped payloads from the loadgen's model (``ingest.loadgen``): producer
+- ``kafka_pushes``: Kafka-client-shaped payloads from the loadgen's model (``loadgen``): producer
   and consumer metric sets, sums and gauges, delta or cumulative per client, one client restarting
   (a new start time, its sums from zero), two quota entities.
 - ``sdk_pushes``: what the OpenTelemetry Python SDK collects, encoded by its OTLP encoder: a counter,
@@ -36,7 +36,7 @@ from exporters import (
     QuotaSampleRecorder,
     TelemetryPush,
 )
-from ingest.loadgen import CONSUMER_METRICS, PRODUCER_METRICS, ClientMetricsModel, build_metrics_data
+from loadgen import CONSUMER_METRICS, PRODUCER_METRICS, ClientMetricsModel, build_metrics_data
 
 START_MS = 1_795_300_000_000
 """2026-11-21T22:26:40Z"""

@@ -1,4 +1,4 @@
-"""``telemetry-sink loadgen`` (``ingest.loadgen``).
+"""``telemetry-sink loadgen`` (``loadgen``).
 
 Three layers, as in the module: the pure payload builder against what librdkafka really sends; one
 simulated client against the real subscription core on a fake clock (exact timings, no waiting); and
@@ -27,7 +27,10 @@ from ingest.codec import decompress
 from ingest.config import ExporterConfig, KafkaListenerConfig, SecurityConfig, ServerConfig, SinkConfig
 from ingest.decoding import decode_push
 from ingest.limits import DEFAULT_LIMITS
-from ingest.loadgen import (
+from ingest.quotas import QuotaConfig
+from ingest.quotas.entities import DEFAULT, PRODUCER_BYTE_RATE, ClientQuotaEntity
+from ingest.server import Sink
+from loadgen import (
     CONSUMER_METRICS,
     PRODUCER_METRICS,
     ClientMetricsModel,
@@ -47,9 +50,6 @@ from ingest.loadgen import (
     run_loadgen,
     select_metrics,
 )
-from ingest.quotas import QuotaConfig
-from ingest.quotas.entities import DEFAULT, PRODUCER_BYTE_RATE, ClientQuotaEntity
-from ingest.server import Sink
 from subscriptions import (
     PUSH_ACCEPTED,
     AcceptedPush,
