@@ -1,11 +1,11 @@
 """The front end's subcommands of ``telemetry-sink`` (the command itself is ``telemetry_sink.cli``).
 
-``serve`` (run the sink), ``maintain`` (compact, checkpoint and vacuum the Delta tables), ``admin``
-(subscriptions, client quotas, client instances and the config log through the admin API,
-``ingest.admin_cli``) and ``loadgen`` (a simulated fleet of KIP-714 clients, ``loadgen``).
+``serve`` (run the sink), ``maintain`` (compact, checkpoint and vacuum the Delta tables) and
+``loadgen`` (a simulated fleet of KIP-714 clients, ``loadgen``); ``admin`` (the admin API's client)
+is ``telemetry_sink.admin``.
 
 Each subcommand imports what it runs when it is declared or run, not when this module is imported:
-``telemetry-sink admin`` does not start a gRPC server's imports, ``--help`` none at all.
+``--help`` imports none of them.
 """
 
 from __future__ import annotations
@@ -76,12 +76,6 @@ def _declare_maintain(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-vacuum", action="store_true", help="skip vacuum")
     parser.add_argument("--no-checkpoint", action="store_true", help="skip the checkpoint")
     parser.set_defaults(run=_maintain)
-
-
-def _declare_admin(parser: argparse.ArgumentParser) -> None:
-    from ingest.admin_cli import add_admin_arguments  # noqa: PLC0415 - see the docstring
-
-    add_admin_arguments(parser)
 
 
 def _kinds(text: str) -> tuple[str, ...]:
@@ -190,7 +184,6 @@ def _declare_loadgen(loadgen: argparse.ArgumentParser) -> None:
 _DECLARATIONS: Final[Mapping[str, Callable[[argparse.ArgumentParser], None]]] = {
     "serve": _declare_serve,
     "maintain": _declare_maintain,
-    "admin": _declare_admin,
     "loadgen": _declare_loadgen,
 }
 

@@ -143,7 +143,7 @@ __all__ = [
 ENV_PREFIX: Final = "TELEMETRY_SINK_"
 NOT_SETTINGS: Final = frozenset({"TELEMETRY_SINK_ADMIN_TOKEN", "TELEMETRY_SINK_PURE_PYTHON"})
 """The project's ``TELEMETRY_SINK_*`` variables that are not settings: the ``admin`` command's bearer
-token (``ingest.admin_cli.TOKEN_ENV``) and ``setup.py``'s switch to build without mypyc."""
+token (``telemetry_sink.admin.TOKEN_ENV``) and ``setup.py``'s switch to build without mypyc."""
 DEFAULT_SUBSCRIPTIONS: Final[Mapping[str, Mapping[str, Any]]] = {
     # the embedded default: every Kafka client metric, every 30 s
     "kafka-client-metrics": {"metrics": "org.apache.kafka.", "interval.ms": 30_000},

@@ -50,7 +50,8 @@ _COMMANDS: Final = {
         lake=True,
     ),
     "admin": _Command(
-        "ingest.cli", "subscriptions, client quotas, client instances and the config log, via the admin API"
+        "telemetry_sink.admin",
+        "subscriptions, client quotas, client instances and the config log, via the admin API",
     ),
     "loadgen": _Command(
         "ingest.cli", "run a simulated fleet of KIP-714 clients against a sink and print a summary"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from exporters import DeltaLandingExporter
-from ingest.admin_cli import TOKEN_ENV
 from ingest.config import KafkaListenerConfig, ServerConfig
 from spark_jobs.cli import _spark_settings as spark_settings
 from spark_jobs.session import SparkSettings
+from telemetry_sink.admin import TOKEN_ENV
 from telemetry_sink.cli import _read_lake_settings, build_parser, main
 from tests.support.otlp import push
 

@@ -60,7 +60,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "TOKEN_ENV",
-    "add_admin_arguments",
+    "add_arguments",
     "run_admin",
 ]
 
@@ -150,7 +150,7 @@ def _non_negative(text: str) -> int:
 # -- the parser -----------------------------------------------------------------------------------
 
 
-def add_admin_arguments(admin: argparse.ArgumentParser) -> None:
+def add_arguments(name: str, admin: argparse.ArgumentParser) -> None:
     """Declare ``admin`` and its commands on ``admin``; ``run_admin`` runs what it parsed."""
     admin.description = (
         "A client of the sink's admin HTTP API, named like kafka-client-metrics.sh and "
@@ -636,7 +636,7 @@ def _error(answer: Answer) -> str | None:
 
 
 def run_admin(args: argparse.Namespace) -> int:
-    """Send the request ``add_admin_arguments`` declared, print the answer; the exit status (``EXIT_*``)."""
+    """Send the request ``add_arguments`` declared, print the answer; the exit status (``EXIT_*``)."""
     try:
         call: _Call = args.admin_call(args)
         token = _token(args)

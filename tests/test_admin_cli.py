@@ -21,7 +21,6 @@ from aiohttp.test_utils import TestServer
 
 from ingest.admin import SinkAdmin, SuperUserAuthorizer
 from ingest.admin_api import admin_routes
-from ingest.admin_cli import TOKEN_ENV, run_admin
 from ingest.config_log import ConfigImage, ConfigLog, ConfigLogFollower, SubscriptionChange
 from ingest.identity import ANONYMOUS, CLIENT_ID_HEADER
 from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, create_quota_managers
@@ -32,6 +31,7 @@ from subscriptions import (
     SubscriptionStore,
     kafka_uuid_string,
 )
+from telemetry_sink.admin import TOKEN_ENV, run_admin
 from telemetry_sink.cli import build_parser
 from tests.support.clock import FakeClock
 
