@@ -5,7 +5,6 @@ shares its ``AuthenticatedRequest`` (F4, F21)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from uuid import UUID
 
 import grpc.aio
@@ -19,15 +18,13 @@ from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from subscriptions import Errors
 from tests.support.clock import FakeClock
+from tests.support.kip714_grpc import librdkafka_push
 from tests.support.otlp import resource_payload
 from tests.support.pipeline import kafka_pipeline
 from tests.support.servers import serve_both
 
 pytestmark = pytest.mark.integration
 
-FIXTURE = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka" / "librdkafka-producer-push001-zstd.bin"
-)
 METADATA = (
     ("x-kafka-client-id", "rdkafka"),
     ("x-kafka-client-software-name", "librdkafka"),
@@ -62,12 +59,7 @@ async def test_a_client_gets_its_subscription_and_pushes_a_librdkafka_payload(
     assert (got.push_interval_ms, got.telemetry_max_bytes, got.delta_temporality) == (1000, 1048576, True)
     clock.advance(1000)
     pushed = await stub.PushTelemetry(
-        pb.PushTelemetryRequest(
-            client_instance_id=got.client_instance_id,
-            subscription_id=got.subscription_id,
-            compression_type=4,
-            metrics=FIXTURE.read_bytes(),
-        ),
+        librdkafka_push(got),
         metadata=METADATA,
     )
     assert (pushed.error_code, pushed.throttle_time_ms) == (Errors.NONE, 0)
@@ -123,12 +115,7 @@ async def test_F4_client_text_over_its_limit_is_invalid_request_in_the_response(
     assert (refused.error_code, refused.client_instance_id) == (Errors.INVALID_REQUEST, b"")
     got = await stub.GetTelemetrySubscriptions(pb.GetTelemetrySubscriptionsRequest(), metadata=METADATA)
     clock.advance(1000)
-    push = pb.PushTelemetryRequest(
-        client_instance_id=got.client_instance_id,
-        subscription_id=got.subscription_id,
-        compression_type=4,
-        metrics=FIXTURE.read_bytes(),
-    )
+    push = librdkafka_push(got)
     assert (await stub.PushTelemetry(push, metadata=metadata)).error_code == Errors.INVALID_REQUEST
     assert exporter.pushes == []
     assert (await stub.PushTelemetry(push, metadata=METADATA)).error_code == Errors.NONE  # its own are served

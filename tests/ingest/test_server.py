@@ -22,14 +22,12 @@ from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.server import freeze_start_up_objects
 from subscriptions import Errors, kafka_uuid_string
+from tests.support.kip714_grpc import librdkafka_push
 from tests.support.otlp import sdk_metrics
 from tests.support.process import CLI, Running, running_sink
 
 pytestmark = pytest.mark.integration
 
-FIXTURE = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka" / "librdkafka-producer-push001-zstd.bin"
-)
 SUBSCRIPTION = 'subscriptions:\n  kafka-client-metrics: {metrics: "org.apache.kafka.", interval.ms: 30000}\n'
 
 
@@ -48,12 +46,7 @@ def test_serve_answers_both_ports_lands_a_push_and_exits_0_on_sigterm(sink: Runn
         got = stub.GetTelemetrySubscriptions(pb.GetTelemetrySubscriptionsRequest(), metadata=metadata)
         assert (got.error_code, got.push_interval_ms) == (Errors.NONE, 30000)
         pushed = stub.PushTelemetry(
-            pb.PushTelemetryRequest(
-                client_instance_id=got.client_instance_id,
-                subscription_id=got.subscription_id,
-                compression_type=4,
-                metrics=FIXTURE.read_bytes(),
-            ),
+            librdkafka_push(got),
             metadata=metadata,
         )
         assert pushed.error_code == Errors.NONE
