@@ -20,6 +20,7 @@ WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY subscriptions subscriptions
 COPY ingest ingest
+COPY quotas quotas
 COPY exporters exporters
 COPY spark_jobs spark_jobs
 COPY loadgen loadgen

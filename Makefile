@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-COMPILED := $(wildcard ingest/quotas/*.py)  # setup.py compiles some of them with mypyc
+COMPILED := $(wildcard quotas/*.py)  # setup.py compiles some of them with mypyc
 
 .PHONY: setup browser test lint typecheck unit run bench proto clean
 

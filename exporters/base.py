@@ -71,7 +71,7 @@ def new_push_id() -> str:
 def entity_text(tags: Iterable[tuple[str, str]]) -> str:
     """A quota entity's tags as one stable string, sorted ``k=v`` pairs: ``client-id=c1,user=alice``
     (the bronze tables' ``quota_entity`` and ``entity`` columns). The tag names are the quota engine's
-    (``ingest.quotas.entities``); exporters import no other package of the repo, so the string form
+    (``quotas.entities``); exporters import no other package of the repo, so the string form
     is defined here."""
     return ",".join(f"{key}={value}" for key, value in sorted(tags))
 

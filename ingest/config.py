@@ -19,14 +19,14 @@ server:
   max_concurrent_requests: 500  # KIP-714 + OTLP requests in flight, both ports (like queued.max.requests)
   overload_retry_after_ms: 1000 # the wait asked of a request refused for being over that limit
   max_hold_delay_ms: 10000      # a held KIP-714 request waits out its client's throttle up to this long
-  decode_processes: 2           # worker processes decoding payloads over 4 KiB (ingest.decoding)
+  decode_processes: 2           # worker processes decoding payloads over 4 KiB (ingest.push.decoding)
   http_max_connections: 10000   # connections to the HTTP port (listener.name.http.max.connections)
   http_header_timeout_ms: 10000 # a request's headers must arrive within this of its first byte
   http_body_timeout_ms: 30000   # and its body within this of its headers (else the socket is closed)
   http_idle_timeout_ms: 120000  # close HTTP connections without a request this long (keep-alive)
   max_waiting_connections: 1000 # sockets waiting at the HTTP or Kafka connection gate; more are closed
-  connection_wait_timeout_ms: 10000  # a socket not admitted within this is closed (ingest.connections)
-  grpc_max_connections: 10000   # gRPC connection limits grpcio enforces (ingest.connections); null: none
+  connection_wait_timeout_ms: 10000  # a socket not admitted within this is closed
+  grpc_max_connections: 10000   # gRPC connection limits grpcio enforces; null: none
   grpc_max_concurrent_streams: 100   # RPCs at once on one connection (more wait)
   grpc_max_connection_idle_ms: 600000  # GOAWAY to a connection without RPCs this long
   grpc_max_connection_age_ms: null
@@ -35,7 +35,7 @@ server:
   otlp_tolerant_intake: false   # take raw forwarders' OTLP: compressed without Content-Encoding, zero-padded
 limits:                         # what one request may hold (ingest.limits; every key and default there)
   max_data_points: 100000
-kafka_listener:                 # the Kafka wire-protocol listener (ingest.kafka)
+kafka_listener:                 # the Kafka wire-protocol listener (ingest.transports.kafka)
   port: 9094                    # null: no Kafka listener; on server.host, with server.tls_* like the others
   advertised_host: null         # the address Metadata gives clients (Kafka's advertised.listeners);
   advertised_port: null         #   null: the address and port the client connected to
@@ -48,7 +48,7 @@ kafka_listener:                 # the Kafka wire-protocol listener (ingest.kafka
   max_connections: 10000               # Kafka's listener.name.kafka.max.connections (Kafka: none)
   max_connection_creation_rate: 2147483647  # Kafka's listener.name.kafka.max.connection.creation.rate
 security:
-  tokens_file: null             # YAML {token: principal}: Authorization: Bearer <token> (ingest.security)
+  tokens_file: null             # YAML {token: principal}: Authorization: Bearer <token>
   trusted_proxies: []           # exact addresses of fronting proxies (127.0.0.1/32: a pod-local sidecar)
   trusted_proxy_principals: []  # principals of the proxies' mTLS certificates ("User:CN=edge-proxy")
   require_authentication: false # refuse User:ANONYMOUS on every port (the Kafka port then needs mTLS)
@@ -56,7 +56,7 @@ security:
   trusted_forwarders: []        # senders whose OTLP labels may name their clients' principals
 client_metrics:                 # Kafka's keys (subscriptions.config)
   telemetry.max.bytes: 1048576
-quotas:                         # Kafka's keys (ingest.quotas.config)
+quotas:                         # Kafka's keys (quotas.config)
   quota.window.num: 11
   max.connections.per.ip: 1000  # Kafka: none (2147483647)
 exporter:
@@ -105,9 +105,13 @@ import yaml
 
 from exporters import default_replica_id
 from exporters.delta.object_store import commit_safety_problems
-from ingest.admission import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OVERLOAD_RETRY_AFTER_MS
-from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
-from ingest.connections import (
+from ingest.limits import RequestLimits
+from ingest.push.admission import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OVERLOAD_RETRY_AFTER_MS
+from ingest.push.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
+from ingest.push.decoding import DEFAULT_DECODE_PROCESSES
+from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS
+from ingest.security.authentication import Authenticator, is_principal, load_tokens, parse_proxy_addresses
+from ingest.transports.connections import (
     DEFAULT_GATE_LIMITS,
     DEFAULT_HTTP_TIMEOUTS,
     DEFAULT_LISTENER_MAX_CONNECTIONS,
@@ -115,12 +119,8 @@ from ingest.connections import (
     HttpTimeouts,
     grpc_connection_options,
 )
-from ingest.decoding import DEFAULT_DECODE_PROCESSES
-from ingest.holds import DEFAULT_MAX_HOLD_DELAY_MS
-from ingest.limits import RequestLimits
-from ingest.quotas import ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
-from ingest.quotas.entities import validate_quota
-from ingest.security import Authenticator, is_principal, load_tokens, parse_proxy_addresses
+from quotas import ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
+from quotas.entities import validate_quota
 from subscriptions import ClientMetricsConfig, ConfigError, SubscriptionError, SubscriptionStore
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ __all__ = [
 ENV_PREFIX: Final = "TELEMETRY_SINK_"
 NOT_SETTINGS: Final = frozenset({"TELEMETRY_SINK_ADMIN_TOKEN", "TELEMETRY_SINK_PURE_PYTHON"})
 """The project's ``TELEMETRY_SINK_*`` variables that are not settings: the ``admin`` command's bearer
-token (``telemetry_sink.admin.TOKEN_ENV``) and ``setup.py``'s switch to build without mypyc."""
+token (``telemetry_sink.commands.admin.TOKEN_ENV``) and ``setup.py``'s switch to build without mypyc."""
 DEFAULT_SUBSCRIPTIONS: Final[Mapping[str, Mapping[str, Any]]] = {
     # the embedded default: every Kafka client metric, every 30 s
     "kafka-client-metrics": {"metrics": "org.apache.kafka.", "interval.ms": 30_000},
@@ -297,7 +297,9 @@ def _parsed(
 _PORT: Final = _integer(0, 65535, "a port number (0 picks a free one)")
 _POSITIVE: Final = _integer(1, None, "a positive integer")
 _INT32: Final = _integer(1)  # Kafka's int config range: 1 to 2147483647
-_GRPC_LIMIT: Final = _optional(_integer(None, None, "an integer or null"))  # range: ingest.connections
+_GRPC_LIMIT: Final = _optional(
+    _integer(None, None, "an integer or null")
+)  # range: ingest.transports.connections
 _PATH: Final = _optional(_text("a path"))
 
 
@@ -311,7 +313,7 @@ message is refused by gRPC itself with RESOURCE_EXHAUSTED, which OTLP clients do
 class ServerConfig:
     """The gRPC and HTTP servers, and what every listener shares.
 
-    Connection limits (``ingest.connections``), on by default at values a fleet of well-behaved
+    Connection limits (``ingest.transports.connections``), on by default at values a fleet of well-behaved
     clients never meets (with ``quotas.max.connections.per.ip``, 1000):
 
     - ``http_max_connections`` (10,000): connections to the HTTP port; the gRPC port has
@@ -405,7 +407,7 @@ _REQUEST_OVERHEAD_BYTES: Final = 65536
 
 @dataclass(frozen=True, slots=True)
 class KafkaListenerConfig:
-    """The Kafka wire listener (``ingest.kafka``); Kafka's broker keys where Kafka has one.
+    """The Kafka wire listener (``ingest.transports.kafka``); Kafka's broker keys where Kafka has one.
 
     ``non_push_request_max_bytes`` (1 MiB, the sink's own) caps every request but PushTelemetry, which
     alone needs ``socket_request_max_bytes``: the listener reads a request's api key before its body
@@ -428,7 +430,8 @@ class KafkaListenerConfig:
 @dataclass(frozen=True, slots=True)
 class SecurityConfig:
     """Who may say who they are: bearer tokens, trusted proxies (by exact address and/or certificate
-    principal), whether a principal is required, super users (``ingest.security``). Lists may be
+    principal), whether a principal is required, super users
+    (``ingest.security.authentication``). Lists may be
     written as Kafka writes them: addresses split at ``,``, principals at ``;``."""
 
     tokens_file: str | None = _key(None, _PATH)
@@ -500,7 +503,7 @@ class ExporterConfig:
 
 @dataclass(frozen=True, slots=True)
 class AdminConfig:
-    """The admin API and the config log (``ingest.admin``, ``ingest.config_log``)."""
+    """The admin API and the config log (``ingest.admin.operations``, ``ingest.admin.config_log``)."""
 
     strict_mutation_quota: bool = _key(True, _boolean)
     config_log_poll_s: float = _key(2.0, _number("a positive number of seconds", lambda s: s > 0))

@@ -9,7 +9,7 @@
   treat RESOURCE_EXHAUSTED as permanent, which is how a payload over a size or structure limit
   (TELEMETRY_TOO_LARGE) is answered: RESOURCE_EXHAUSTED / 413 with no wait, as the OTel Collector does.
 - The admin API (HTTP): ``ADMIN_HTTP_STATUS``.
-- An unknown bearer token (``security``), on every RPC: the request is not handled at all, and the
+- An unknown bearer token (``ingest.security``), on every RPC: the request is not handled at all, and the
   transport says so (gRPC UNAUTHENTICATED, HTTP 401 with ``WWW-Authenticate: Bearer`` and a JSON body
   carrying Kafka's SASL_AUTHENTICATION_FAILED, 58: ``AUTHENTICATION_ANSWER``). Not a Kafka error in
   an OK response: a Kafka client turns its telemetry off for good on a code it does not expect
@@ -25,7 +25,7 @@ Kafka's ``ApiException``; that module draws the tree, denials included). The ing
 
     ApiError                            (subscriptions.errors)
     ├── SubscriptionError, AuthorizationError, ...   (subscriptions.errors)
-    └── AuthenticationError             SASL_AUTHENTICATION_FAILED (58): ``security``, answered with
+    └── AuthenticationError             SASL_AUTHENTICATION_FAILED (58): ``ingest.security``, answered with
                                         ``AUTHENTICATION_ANSWER``
 
 ``codec.PayloadError`` (INVALID_RECORD, TELEMETRY_TOO_LARGE) carries ``error`` the same way. The
@@ -92,7 +92,7 @@ ADMIN_HTTP_STATUS: Final[Mapping[Errors, int]] = MappingProxyType(
         Errors.INVALID_REQUEST: 400,
         Errors.INVALID_CONFIG: 400,
         Errors.CLUSTER_AUTHORIZATION_FAILED: 403,
-        Errors.NOT_CONTROLLER: 409,  # a config-log conflict: refresh and retry (ingest.config_log)
+        Errors.NOT_CONTROLLER: 409,  # a config-log conflict: refresh and retry (ingest.admin.config_log)
         Errors.THROTTLING_QUOTA_EXCEEDED: 429,  # the mutation quota, with Retry-After
         Errors.UNKNOWN_SERVER_ERROR: 500,
     }

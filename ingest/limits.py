@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from quotas import DEFAULT_MAX_QUOTA_ENTITIES
+
 __all__ = ["DEFAULT_LIMITS", "RequestLimits"]
 
 
@@ -57,7 +59,7 @@ class RequestLimits:
     max_entity_counters: int = 10_000
     max_compressed_frames: int = 64
     max_held_clients: int = 10_000
-    max_quota_entities: int = 50_000
+    max_quota_entities: int = DEFAULT_MAX_QUOTA_ENTITIES
 
 
 DEFAULT_LIMITS: Final = RequestLimits()

@@ -7,7 +7,7 @@ and, at each wake-up, records how much later than due it woke (the lag: the wake
 start plus ``PERIOD_S``). On a loop nothing holds, the lag is the timer's resolution (well under a
 millisecond); a callback that holds the loop for 300 ms shows as one 300 ms lag.
 
-On ``/metrics`` (``ingest.metrics.metrics_exposition``):
+On ``/metrics`` (``ingest.push.metrics.metrics_exposition``):
 
 - ``telemetry_sink_event_loop_lag_seconds`` (histogram): the lag of every wake-up, for rates and
   quantiles over any window (``histogram_quantile``, the share of wake-ups over 50 ms);

@@ -13,7 +13,7 @@
 6. the gRPC server (``ClientTelemetry`` and OTLP ``MetricsService``, with grpcio's connection limits),
    the HTTP server (KIP-714 JSON, OTLP ``/v1/metrics``, the admin API ``/admin/v1``, ``/healthz``,
    ``/readyz``, ``/metrics``, every connection through the connection quotas) and the Kafka wire
-   listener (``ingest.kafka``, unless ``kafka_listener.port`` is null; every connection through the
+   listener (``ingest.transports.kafka``, unless ``kafka_listener.port`` is null; every connection through the
    connection quotas) on the same event loop, with TLS and mTLS from the config.
 
 Every 30 s idle client instances and quota sensors are expired, and a changed tokens file is re-read.
@@ -60,21 +60,35 @@ from aiohttp import web
 
 from exporters import Exporter, QuotaSample, QuotaSampleRecorder, load_exporter, shard_uri
 from exporters.delta.schema import CONFIG_LOG_TABLE, QUOTA_SAMPLES_TABLE, TELEMETRY_PUSHES_TABLE
-from ingest.admin import SinkAdmin, SuperUserAuthorizer
-from ingest.admin_api import admin_routes
-from ingest.admission import Admission
+from ingest.admin import (
+    ConfigImage,
+    ConfigLog,
+    ConfigLogFollower,
+    QuotaChange,
+    SinkAdmin,
+    SuperUserAuthorizer,
+    admin_routes,
+)
 from ingest.config import ServerConfig, SinkConfig
-from ingest.config_log import ConfigImage, ConfigLog, ConfigLogFollower, QuotaChange
-from ingest.connections import QuotaGatedSite, register_http_listener
-from ingest.grpc_service import ClientTelemetryService
-from ingest.http_app import SERVER_OPTIONS, create_http_app, request_client
-from ingest.kafka import KafkaApis, KafkaListener, ListenerLimits, NodeInfo
 from ingest.loop_lag import LoopLagMonitor
-from ingest.metrics import metrics_exposition
-from ingest.otlp_grpc import otlp_metrics_handler
-from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
-from ingest.quotas import QuotaManagers, SystemClock, create_quota_managers
+from ingest.push.admission import Admission
+from ingest.push.metrics import metrics_exposition
+from ingest.push.pipeline import TelemetryPipeline
+from ingest.transports import (
+    SERVER_OPTIONS,
+    ClientTelemetryService,
+    KafkaApis,
+    KafkaListener,
+    ListenerLimits,
+    NodeInfo,
+    QuotaGatedSite,
+    create_http_app,
+    otlp_metrics_handler,
+    register_http_listener,
+    request_client,
+)
+from quotas import QuotaManagers, SystemClock, create_quota_managers
 from subscriptions import ClientMetricsManager
 
 __all__ = [

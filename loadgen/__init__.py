@@ -10,14 +10,15 @@ how it reacts to each answer, and the summary of a run. It has three layers (mod
    ``is_requested`` is KIP-714's filter (``[]`` none, exactly ``["*"]`` all, else name prefixes, so
    ``[""]`` is all); ``build_metrics_data`` makes the OTLP ``MetricsData`` (one ``Metric`` per data
    point, as librdkafka does; sums delta or cumulative as the subscription says);
-   ``choose_compression`` / ``compress`` pick and apply the codec (the sink's ``ingest.codec`` undoes it);
+   ``choose_compression`` / ``compress`` pick and apply the codec (the sink's ``ingest.push.codec``
+   undoes it);
    ``first_push_delay_ms`` is the clients' first-push jitter (``U[0.5, 1.5) x interval``).
 2. **Clients**: ``Kip714Client`` runs one client's life over a ``Kip714Transport``: Get, pushes at the
    subscription's interval, reactions per TEL-25 / PD-12 (docs/rules.md) (117 and 76: re-Get at once; 89 and
    118: re-Get after the interval; 42, 87, 35 and unknown codes: telemetry off for good), every
    ``throttle_time_ms`` honoured before the next request, a terminating push at the end.
    ``OtlpClient`` is an OTLP exporter: no Get, an export every interval, RetryInfo honoured. Time comes
-   from an injected ``ingest.quotas.Clock`` (tests use a fake one); latencies from an injected timer.
+   from an injected ``quotas.Clock`` (tests use a fake one); latencies from an injected timer.
 3. **Transports and the run**: ``GrpcTransport`` (the ``ClientTelemetry`` service), ``HttpTransport``
    (the KIP-714 JSON endpoints), ``OtlpGrpcTransport`` (``MetricsService/Export``), each plaintext or
    TLS (mTLS with a client certificate) and with a bearer token as ``Credentials`` say; ``run_loadgen``

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
-from ingest.quotas import Clock
 from loadgen.payloads import (
     _ACCEPTED_OUTCOMES,
     _NS_PER_MS,
@@ -35,6 +34,7 @@ from loadgen.payloads import (
     first_push_delay_ms,
     select_metrics,
 )
+from quotas import Clock
 from subscriptions import (
     CompressionType,
     Errors,

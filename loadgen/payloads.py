@@ -306,7 +306,7 @@ def choose_compression(accepted: Sequence[int], override: CompressionChoice = "a
 
 
 def compress(data: bytes, compression: CompressionType) -> bytes:
-    """``data`` compressed as a Kafka client compresses telemetry (``ingest.codec.decompress`` undoes
+    """``data`` compressed as a Kafka client compresses telemetry (``ingest.push.codec.decompress`` undoes
     it): a gzip stream, a raw snappy block (librdkafka's form), an LZ4 frame, a zstd frame."""
     if compression is CompressionType.GZIP:
         return gzip.compress(data, compresslevel=6, mtime=0)

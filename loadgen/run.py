@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ingest.quotas import Clock, SystemClock
 from loadgen.clients import (
     Kip714Client,
     LoadStats,
@@ -29,6 +28,7 @@ from loadgen.payloads import (
     client_identity,
 )
 from loadgen.transports import Credentials, GrpcTransport, HttpTransport, OtlpGrpcTransport
+from quotas import Clock, SystemClock
 from subscriptions import (
     CompressionType,
 )

@@ -18,17 +18,22 @@ import httpx
 from google.rpc.error_details_pb2 import RetryInfo
 from google.rpc.status_pb2 import Status
 
-from ingest.http_app import GET_PATH, PUSH_PATH
-from ingest.identity import (
-    CLIENT_ID_HEADER,
-    INSTANCE_ID_HEADER,
-    SOFTWARE_NAME_HEADER,
-    SOFTWARE_VERSION_HEADER,
-    parse_instance_id,
-)
-from ingest.otlp_grpc import METRICS_SERVICE, RETRY_INFO_KEY, STATUS_DETAILS_KEY
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
+from ingest.wire import (
+    AUTHORIZATION_HEADER,
+    CLIENT_ID_HEADER,
+    GET_PATH,
+    HEALTH_PATH,
+    INSTANCE_ID_HEADER,
+    METRICS_SERVICE,
+    PUSH_PATH,
+    RETRY_INFO_KEY,
+    SOFTWARE_NAME_HEADER,
+    SOFTWARE_VERSION_HEADER,
+    STATUS_DETAILS_KEY,
+    parse_instance_id,
+)
 from loadgen.clients import OtlpAnswer, TargetUnreachableError, TransportError
 from loadgen.payloads import SOFTWARE_NAME, SOFTWARE_VERSION, ClientIdentity
 from subscriptions import (
@@ -67,7 +72,7 @@ class Credentials:
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
         """Headers (gRPC metadata) every request carries."""
-        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+        return ((AUTHORIZATION_HEADER, f"Bearer {self.token}"),) if self.token else ()
 
     def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
         if not self.tls:
@@ -230,7 +235,7 @@ class OtlpGrpcTransport(_GrpcChannels):
 
 class HttpTransport:
     """The sink's KIP-714 HTTP endpoints: Get as JSON, Push as raw bytes with the other fields as query
-    parameters (``ingest/http_app.py``)."""
+    parameters (``ingest/transports/http_app.py``)."""
 
     def __init__(
         self,
@@ -252,7 +257,7 @@ class HttpTransport:
 
     async def check(self, connect_timeout_s: float) -> None:
         try:
-            await self._client.get("/healthz", timeout=connect_timeout_s)
+            await self._client.get(HEALTH_PATH, timeout=connect_timeout_s)
         except httpx.HTTPError as exc:
             raise TargetUnreachableError(
                 f"cannot reach the HTTP target {self.base_url}: {exc or type(exc).__name__}"

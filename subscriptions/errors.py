@@ -13,7 +13,7 @@ exception that reaches a client is an ``ApiError`` (Kafka's ``ApiException``): i
     ├── AuthorizationError            CLUSTER_AUTHORIZATION_FAILED (31): every denial, built here only
     │   ├── ClusterAuthorizationError an operation on the CLUSTER resource (admin API, Kafka admin RPCs)
     │   └── InstanceOwnershipError    an OTLP push naming another principal's client instance (F8)
-    └── (in ingest) AuthenticationError, SASL_AUTHENTICATION_FAILED (58): ``ingest.security``
+    └── (in ingest) AuthenticationError, SASL_AUTHENTICATION_FAILED (58): ``ingest.security.authentication``
 
 ``Errors.keeps_client_telemetry`` says how real clients react to a code (docs/rules.md TEL-25, PD-12): on
 INVALID_REQUEST, INVALID_RECORD or UNSUPPORTED_VERSION a Kafka client turns telemetry off for the life

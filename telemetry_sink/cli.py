@@ -1,19 +1,18 @@
-"""The ``telemetry-sink`` command line: the front end's subcommands (``ingest.cli``: ``serve``,
-``maintain``, ``admin``, ``loadgen``) and the Spark side's (``spark_jobs.cli``: ``rollup``,
-``dashboard``) under one parser. Each subcommand carries the function that runs it.
+"""The ``telemetry-sink`` command line: every subcommand under one parser, each declared by its module
+in ``telemetry_sink.commands`` (``serve``, ``maintain``, ``admin``, ``loadgen``; ``rollup`` and
+``dashboard`` in ``commands.spark``), each carrying the function that runs it.
 
 Importing this module is cheap, and so are ``--version`` and ``--help``: a subcommand's module (the
 sink, Spark, plotly, delta-rs) is imported only when that subcommand is on the command line. The
 ``telemetry-sink`` script imports this module, and so does every process Python's ``spawn`` starts
-from the sink (its payload decoders re-import the main script): they stay small (``ingest.decoding``).
+from the sink (its payload decoders re-import the main script): they stay small (``ingest.push.decoding``).
 
 Every subcommand takes ``--config FILE``, the sink's one YAML file (``ingest.config``): ``serve`` runs
 it, the commands that use the Delta tables (``maintain``, ``rollup``, ``dashboard``) read its
 ``data_root`` and ``storage_options`` (with the ``TELEMETRY_SINK_*`` overrides), ``rollup`` and
 ``dashboard`` its ``spark`` section too, ``admin`` and ``loadgen`` the sink's ports and TLS. Their own
-flags override the file. This is the one module that
-sees both sides, so it is the one that reads the file for the Spark side (``pyproject.toml``'s import
-contracts)."""
+flags override the file. This package is the one that sees both sides (the sink and the Spark jobs),
+so it is the one that reads the file for the Spark side (``pyproject.toml``'s import contracts)."""
 
 from __future__ import annotations
 
@@ -30,9 +29,9 @@ __all__ = ["build_parser", "main"]
 
 @dataclass(frozen=True, slots=True)
 class _Command:
-    """A subcommand: the module whose ``add_arguments(name, parser)`` declares it, its one-line help,
-    whether it works on the Delta tables (``--data-root``, ``--storage-option``), and whether it starts
-    Spark (``--master``, ``--conf``, ``--delta-connector``)."""
+    """A subcommand: the module of ``telemetry_sink.commands`` whose ``add_arguments(name, parser)``
+    declares it, its one-line help, whether it works on the Delta tables (``--data-root``,
+    ``--storage-option``), and whether it starts Spark (``--master``, ``--conf``, ``--delta-connector``)."""
 
     module: str
     help: str
@@ -42,28 +41,28 @@ class _Command:
 
 _COMMANDS: Final = {
     "serve": _Command(
-        "ingest.cli", "run the sink: its gRPC, HTTP and Kafka listeners on one event loop, landing in Delta"
+        "serve", "run the sink: its gRPC, HTTP and Kafka listeners on one event loop, landing in Delta"
     ),
     "maintain": _Command(
-        "ingest.cli",
+        "maintain",
         "compact, vacuum and checkpoint the Delta tables (safe while the sink writes)",
         lake=True,
     ),
     "admin": _Command(
-        "telemetry_sink.admin",
+        "admin",
         "subscriptions, client quotas, client instances and the config log, via the admin API",
     ),
     "loadgen": _Command(
-        "ingest.cli", "run a simulated fleet of KIP-714 clients against a sink and print a summary"
+        "loadgen", "run a simulated fleet of KIP-714 clients against a sink and print a summary"
     ),
     "rollup": _Command(
-        "spark_jobs.cli",
+        "spark",
         "decode the landed pushes and roll them up by client and by quota entity (Spark)",
         lake=True,
         spark=True,
     ),
     "dashboard": _Command(
-        "spark_jobs.cli",
+        "spark",
         "render the Spark SQL dashboard of the rollups as one offline HTML page, or serve it",
         lake=True,
         spark=True,
@@ -122,7 +121,7 @@ def _declare(name: str, command: _Command, parser: argparse.ArgumentParser) -> N
             help="passed to delta-rs (e.g. AWS_REGION=eu-west-1), over the config's storage_options; "
             "repeatable",
         )
-    importlib.import_module(command.module).add_arguments(name, parser)
+    importlib.import_module(f"telemetry_sink.commands.{command.module}").add_arguments(name, parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """Each shared name has one home: the tables' names (``exporters.delta.schema`` for the tables the front
 end writes, ``spark_jobs.tables`` for the Spark side's) and the quota-entity vocabulary
-(``ingest.quotas.entities``). The scan reads the source's string literals (docstrings aside) and fails
+(``quotas.entities``). The scan reads the source's string literals (docstrings aside) and fails
 on a table name or a Kafka entity type typed again outside its home."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import exporters.delta.schema as bronze
-from ingest.quotas.entities import (
+from quotas.entities import (
     CLIENT_ID_TAG,
     DEFAULT,
     ENTITY_FIELDS,
@@ -23,8 +23,9 @@ from ingest.quotas.entities import (
     entity_parts,
 )
 from spark_jobs import tables
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 PACKAGES = ("ingest", "exporters", "spark_jobs", "subscriptions", "telemetry_sink")
 TABLE_HOMES = {
     ROOT / "exporters/delta/schema.py": {
@@ -39,7 +40,7 @@ TABLE_HOMES = {
         *tables.ACTIVITY_TABLES,
     },
 }
-ENTITY_HOME = ROOT / "ingest/quotas/entities.py"
+ENTITY_HOME = ROOT / "quotas/entities.py"
 
 
 def _code_strings(path: Path) -> Iterator[tuple[int, str]]:

@@ -13,7 +13,9 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
+ROOT = REPO
 RULES = ROOT / "docs" / "rules.md"
 
 FAMILIES = "C|RPC|TEL|G|STAT|R|TB|QUO|Q|CONN|DIV|PD"

@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 
-from ingest.config_log import ConfigLog, QuotaChange, SubscriptionChange
-from ingest.quotas import ClientQuotaEntity
+from ingest.admin.config_log import ConfigLog, QuotaChange, SubscriptionChange
 from loadgen import CONSUMER_METRICS, PRODUCER_METRICS, MetricSpec
+from quotas import ClientQuotaEntity
 from spark_jobs.transforms.activity import activity_schema
 from spark_jobs.transforms.rollup import PARTITION_OF, Width, rollup_schema
 from subscriptions import kafka_uuid_string

@@ -68,9 +68,9 @@ from benchmarks.push_path.harness import (
     percentile,
     start_sink,
 )
-from ingest.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ingest.config import DEFAULT_SOCKET_REQUEST_MAX_BYTES
 from ingest.limits import DEFAULT_LIMITS
+from ingest.push.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from subscriptions import ClientMetricsConfig, Errors, kafka_uuid_string
 from tests.support import attacks
 from tests.support.kafka import encode_request

@@ -2,7 +2,7 @@
 
 A forwarder (a broker plugin, an OpenTelemetry Collector's batch processor) sends many clients'
 telemetry in one OTLP export, each client in a ``ResourceMetrics`` of its own named by resource
-labels; the sink lands one row per client per request (``ingest.attribution``). This measures what
+labels; the sink lands one row per client per request (``ingest.security.attribution``). This measures what
 that split costs. A fleet of ``--clients`` simulated librdkafka clients, each a ``ResourceMetrics``
 taken from a real captured push (``tests/fixtures/librdkafka``, decompressed) with the forwarder
 labels ``client_instance_id`` (Kafka's 22-character base64url form) and ``client_id`` appended,
@@ -65,10 +65,9 @@ from benchmarks.push_path.harness import (
     percentile,
     start_sink,
 )
-from ingest.attribution import point_count
-from ingest.codec import decompress
-from ingest.identity import parse_instance_id
-from ingest.otlp_grpc import METRICS_SERVICE
+from ingest.push.codec import decompress
+from ingest.security.attribution import point_count
+from ingest.wire import METRICS_SERVICE, parse_instance_id
 from subscriptions import kafka_uuid_string
 from tests.support.attacks import varint
 

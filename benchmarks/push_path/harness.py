@@ -28,9 +28,9 @@ import grpc
 import grpc.aio
 
 from ingest.config import ServerConfig
-from ingest.identity import CLIENT_ID_HEADER, SOFTWARE_NAME_HEADER, SOFTWARE_VERSION_HEADER
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
+from ingest.wire import CLIENT_ID_HEADER, SOFTWARE_NAME_HEADER, SOFTWARE_VERSION_HEADER
 from subscriptions import CompressionType
 
 __all__ = [

@@ -18,7 +18,7 @@ import platform
 import random
 import time
 
-from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, create_quota_managers
+from quotas import DEFAULT, ClientQuotaEntity, QuotaConfig, create_quota_managers
 
 T0 = 1_700_000_000_000
 SIZES = (500.0, 1000.0, 2000.0, 4000.0, 8000.0)

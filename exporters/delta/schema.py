@@ -1,6 +1,6 @@
 """The names and schemas of the tables the front end writes: the bronze ``telemetry_pushes`` (one row
 per accepted push) and ``quota_samples`` (periodic snapshots of the quota engine's sensors), and the
-admin API's ``config_log`` (its columns are documented in ``ingest.config_log``). Defined here, once,
+admin API's ``config_log`` (its columns are documented in ``ingest.admin.config_log``). Defined here, once,
 because both the front end and the Spark side may import ``exporters`` (and not each other). The
 bronze tables are partitioned by ``date`` (UTC, ``YYYY-MM-DD``, kept as a string so every reader sees
 the same partition values).

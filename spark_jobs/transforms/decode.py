@@ -404,7 +404,7 @@ class _WireCount:
     soon as a count goes over its bound, or the wire format cannot be read. So a push that parsing would
     blow up (millions of empty points or metrics in a big payload) costs at most the bounds' steps.
 
-    The sink's own scan (``ingest.otlp_scan``) is not reused: the Spark side never imports the front end
+    The sink's own scan (``ingest.push.otlp_scan``) is not reused: the Spark side never imports the front end
     (an import contract), and it bounds what the sink accepted, with looser bounds of its own."""
 
     def __init__(self, payload: bytes, bounds: PushBounds) -> None:

@@ -22,7 +22,7 @@ from exporters import (
     load_exporter,
 )
 from exporters.delta.schema import kafka_instance_id
-from ingest.identity import parse_instance_id
+from ingest.wire import parse_instance_id
 from subscriptions import kafka_uuid_string
 from tests.support.otlp import push
 from tests.support.telemetry import EXAMPLE_UUID

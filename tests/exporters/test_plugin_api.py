@@ -18,7 +18,8 @@ from aiohttp.test_utils import TestServer
 
 from exporters import Exporter, ExportResult, Health, PushContext, TelemetryPush, load_exporter
 from exporters.registry import ENTRY_POINT_GROUP
-from ingest.http_app import GET_PATH, PUSH_PATH, SERVER_OPTIONS, create_http_app
+from ingest.transports.http_app import SERVER_OPTIONS, create_http_app
+from ingest.wire import GET_PATH, PUSH_PATH
 from tests.support.clock import FakeClock
 from tests.support.otlp import metrics_data
 from tests.support.pipeline import kafka_pipeline

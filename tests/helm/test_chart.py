@@ -21,9 +21,10 @@ from ingest.config import KafkaListenerConfig, ServerConfig, SinkConfig
 from ingest.limits import RequestLimits
 from ingest.server import shutdown_budget_s
 from telemetry_sink.cli import build_parser
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.helm
-CHART = Path(__file__).resolve().parents[2] / "helm" / "telemetry-sink"
+CHART = REPO / "helm" / "telemetry-sink"
 KUBERNETES = ("1.25", "1.37")
 """The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest with schemas."""
 RWX = {"storage": {"pvc": {"accessModes": ["ReadWriteMany"]}}}

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.paths import REPO
+
 pytestmark = pytest.mark.helm
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 ENTRYPOINT = ROOT / "scripts" / "docker-entrypoint.sh"
 VALUES = yaml.safe_load((ROOT / "helm" / "telemetry-sink" / "values.yaml").read_text())

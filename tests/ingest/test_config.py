@@ -10,9 +10,9 @@ import pytest
 
 import ingest.config as config_module
 from ingest.config import SinkConfig, SinkConfigError
-from ingest.connections import GateLimits, HttpTimeouts
-from ingest.quotas import DEFAULT, ClientQuotaEntity
-from telemetry_sink.admin import TOKEN_ENV
+from ingest.transports.connections import GateLimits, HttpTimeouts
+from quotas import DEFAULT, ClientQuotaEntity
+from telemetry_sink.commands.admin import TOKEN_ENV
 
 
 def test_defaults_are_the_embedded_default() -> None:

@@ -19,7 +19,7 @@ from ingest.errors import (
     otlp_answer,
     retry_after_seconds,
 )
-from ingest.security import AuthenticationError
+from ingest.security.authentication import AuthenticationError
 from subscriptions import Errors
 from subscriptions import errors as subscription_errors
 from subscriptions.errors import ApiError

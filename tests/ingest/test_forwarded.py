@@ -20,12 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporters import InMemoryExporter, TelemetryPush
 from exporters.delta.schema import pushes_to_table
-from ingest.http_app import OTLP_METRICS_PATH
-from ingest.identity import CLIENT_ID_HEADER
-from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2 as pb
-from ingest.quotas import DEFAULT, ClientQuotaEntity
-from ingest.security import Authenticator
+from ingest.push.pipeline import TelemetryPipeline
+from ingest.security.authentication import Authenticator
+from ingest.wire import CLIENT_ID_HEADER, OTLP_METRICS_PATH
+from quotas import DEFAULT, ClientQuotaEntity
 from spark_jobs.transforms.decode import decode_batches
 from subscriptions import kafka_uuid_string
 from tests.support.clock import FakeClock

@@ -63,6 +63,7 @@ from subscriptions import Errors, kafka_uuid_string
 from tests.support import attacks
 from tests.support.kafka import KafkaClient, push_request
 from tests.support.otlp import resource_payload, sdk_metrics
+from tests.support.paths import LIBRDKAFKA_FIXTURES
 from tests.support.process import Running, running_sink
 
 pytestmark = pytest.mark.integration
@@ -80,9 +81,7 @@ KAFKA_IDLE_MS: Final = 1000
 HTTP_IDLE_MS: Final = 2000
 """Well over the well-behaved clients' push interval: a keep-alive connection one of them reuses is
 never closed under it, however loaded the machine."""
-FIXTURE: Final = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka" / "librdkafka-producer-push001-zstd.bin"
-)
+FIXTURE: Final = LIBRDKAFKA_FIXTURES / "librdkafka-producer-push001-zstd.bin"
 CONFIG: Final = f"""\
 subscriptions:
   hostile-suite: {{metrics: "org.apache.kafka.", interval.ms: {INTERVAL_MS}}}

@@ -14,8 +14,8 @@ import pytest
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from subscriptions import messages
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 GENERATED = ["client_telemetry_pb2.py", "client_telemetry_pb2.pyi", "client_telemetry_pb2_grpc.py"]
 # the generator stamps its own version; a compatible grpcio-tools may differ in these lines only
 _VERSION_LINES = re.compile(

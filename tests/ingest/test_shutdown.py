@@ -23,22 +23,20 @@ from deltalake import DeltaTable
 from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
 
 from ingest.config import SinkConfig, SinkConfigError
-from ingest.http_app import GET_PATH, PUSH_PATH
-from ingest.identity import parse_instance_id
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.server import SHUTDOWN_INCOMPLETE_EXIT_CODE, Sink
+from ingest.wire import GET_PATH, PUSH_PATH, parse_instance_id
 from subscriptions import Errors
 from tests.support.kafka import KafkaClient, push_request
 from tests.support.otlp import metrics_data
+from tests.support.paths import LIBRDKAFKA_FIXTURES, REPO
 from tests.support.process import running_sink
 from tests.support.slow_storage import ObservedDeltaExporter
 
 pytestmark = pytest.mark.integration
 
-FIXTURE = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka" / "librdkafka-producer-push001-zstd.bin"
-)
+FIXTURE = LIBRDKAFKA_FIXTURES / "librdkafka-producer-push001-zstd.bin"
 FAST = 'subscriptions:\n  fast: {metrics: "org.apache.kafka.", interval.ms: 100}\n'
 CLIENTS = 40
 ACKS_BEFORE_SIGTERM = 300
@@ -93,7 +91,7 @@ async def test_sigterm_under_load_loses_no_acknowledged_push(tmp_path: Path) -> 
     assert missing == {}
 
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = REPO
 PATIENCE_S = 30.0
 """A hang guard, and the bound the old shutdown exceeded: aiohttp's own 60 s wait for a stalled
 upload; a flush that hangs, forever."""

@@ -12,13 +12,13 @@ import pytest
 
 from exporters import InMemoryExporter
 from exporters.delta.schema import CONFIG_LOG_TABLE
+from ingest.admin.config_log import ConfigLog, QuotaChange
 from ingest.config import SinkConfig
-from ingest.config_log import ConfigLog, QuotaChange
-from ingest.http_app import GET_PATH
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
-from ingest.quotas import DEFAULT, ClientQuotaEntity, QuotaType
 from ingest.server import Sink
+from ingest.wire import GET_PATH
+from quotas import DEFAULT, ClientQuotaEntity, QuotaType
 from subscriptions import Errors
 
 pytestmark = pytest.mark.integration

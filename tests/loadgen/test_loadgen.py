@@ -23,12 +23,10 @@ from deltalake import DeltaTable
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, MetricsData
 
 from exporters import shard_uri
-from ingest.codec import decompress
 from ingest.config import ExporterConfig, KafkaListenerConfig, SecurityConfig, ServerConfig, SinkConfig
-from ingest.decoding import decode_push
 from ingest.limits import DEFAULT_LIMITS
-from ingest.quotas import QuotaConfig
-from ingest.quotas.entities import DEFAULT, PRODUCER_BYTE_RATE, ClientQuotaEntity
+from ingest.push.codec import decompress
+from ingest.push.decoding import decode_push
 from ingest.server import Sink
 from loadgen import (
     CONSUMER_METRICS,
@@ -50,6 +48,8 @@ from loadgen import (
     run_loadgen,
     select_metrics,
 )
+from quotas import QuotaConfig
+from quotas.entities import DEFAULT, PRODUCER_BYTE_RATE, ClientQuotaEntity
 from subscriptions import (
     PUSH_ACCEPTED,
     AcceptedPush,
@@ -67,8 +67,9 @@ from subscriptions import (
 from telemetry_sink.cli import main
 from tests.support.certificates import self_signed
 from tests.support.clock import T0, FakeClock
+from tests.support.paths import LIBRDKAFKA_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "librdkafka"
+FIXTURES = LIBRDKAFKA_FIXTURES
 PRODUCER_FIXTURE = FIXTURES / "librdkafka-producer-push001-zstd.bin"
 CONSUMER_FIXTURE = FIXTURES / "librdkafka-consumer-push002-none.bin"
 FLEET_FILTER = (

@@ -16,8 +16,8 @@ from deltalake import DeltaTable
 
 from exporters import DeltaLandingExporter, ExportResult, list_shards, shard_uri
 from exporters.delta.object_store import arrow_filesystem
+from ingest.admin.config_log import ConfigLog, SubscriptionChange
 from ingest.config import SinkConfig, SinkConfigError
-from ingest.config_log import ConfigLog, SubscriptionChange
 from telemetry_sink.cli import main
 from tests.support.otlp import push
 from tests.support.s3 import ACCESS_KEY, REGION, S3, SECRET_KEY

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pyspark.sql import SparkSession
 
@@ -12,6 +10,7 @@ from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
 from spark_jobs.views import EXAMPLE_QUERIES, register_views
 from tests.support.fleet import START_MS, context, kafka_pushes, land, land_quota_samples
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.spark
 BOB = (("client-id", ""), ("user", "bob"))
@@ -70,7 +69,7 @@ def test_documented_example_queries_run_and_answer(
 
 
 def test_the_example_queries_are_the_ones_the_docs_show() -> None:
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
+    docs = (REPO / "docs" / "spark.md").read_text()
     for title, query in EXAMPLE_QUERIES.items():
         assert title in docs
         assert query.strip() in docs, title

@@ -1,6 +1,6 @@
 """A fake millisecond clock. Starts at a realistic epoch value, as docs/rules.md asks (C-1).
 
-It also implements ``ingest.quotas.clock.Clock``: ``wait`` never sleeps; when nothing sets the event
+It also implements ``quotas.clock.Clock``: ``wait`` never sleeps; when nothing sets the event
 it jumps the clock forward by the timeout (virtual time), so waits in tests take no wall time.
 ``SteppedClock`` holds waits until the test moves it on; ``eventually`` lets the event loop run until
 a server has caught up with what a test did on its sockets.

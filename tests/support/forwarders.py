@@ -29,8 +29,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData, ResourceMetrics
 
-from ingest.attribution import point_count
-from ingest.codec import decompress
+from ingest.push.codec import decompress
+from ingest.security.attribution import point_count
 from subscriptions.subscription_id import kafka_uuid_string
 
 __all__ = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ingest.identity import parse_instance_id
+from ingest.wire import parse_instance_id
 from subscriptions import kafka_uuid_string
 
 __all__ = ["is_kafka_uuid_string"]

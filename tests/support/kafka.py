@@ -25,11 +25,11 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i16, i32
 
 from exporters.in_memory import InMemoryExporter
-from ingest.admin import SinkAdmin, SuperUserAuthorizer
-from ingest.config_log import ConfigImage, ConfigLog, ConfigLogFollower
-from ingest.kafka import KafkaApis, KafkaListener, ListenerLimits, NodeInfo
-from ingest.pipeline import TelemetryPipeline
-from ingest.quotas import ConnectionQuotas, MetricName, QuotaConfig, QuotaManagers, create_quota_managers
+from ingest.admin.config_log import ConfigImage, ConfigLog, ConfigLogFollower
+from ingest.admin.operations import SinkAdmin, SuperUserAuthorizer
+from ingest.push.pipeline import TelemetryPipeline
+from ingest.transports.kafka import KafkaApis, KafkaListener, ListenerLimits, NodeInfo
+from quotas import ConnectionQuotas, MetricName, QuotaConfig, QuotaManagers, create_quota_managers
 from subscriptions import ClientMetricsManager, SubscriptionStore
 from tests.support.clock import FakeClock
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from exporters import Exporter
-from ingest.pipeline import TelemetryPipeline
-from ingest.quotas import QuotaConfig, create_quota_managers
+from ingest.push.pipeline import TelemetryPipeline
+from quotas import QuotaConfig, create_quota_managers
 from subscriptions import ClientMetricsManager, SubscriptionStore
 from tests.support.clock import FakeClock
 

@@ -13,12 +13,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from exporters import Health
-from ingest.grpc_service import ClientTelemetryService
-from ingest.http_app import SERVER_OPTIONS, create_http_app
-from ingest.metrics import metrics_exposition
-from ingest.otlp_grpc import METRICS_SERVICE, otlp_metrics_handler
-from ingest.pipeline import TelemetryPipeline
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
+from ingest.push.metrics import metrics_exposition
+from ingest.push.pipeline import TelemetryPipeline
+from ingest.transports.grpc_service import ClientTelemetryService
+from ingest.transports.http_app import SERVER_OPTIONS, create_http_app
+from ingest.transports.otlp_grpc import otlp_metrics_handler
+from ingest.wire import METRICS_SERVICE
 
 
 @dataclass

@@ -22,11 +22,11 @@ from exporters.delta.schema import pushes_to_table
 from exporters.delta.writer_claim import RELEASED, WriterClaim, WriterFencedError, WriterIdInUseError
 from tests.support.clock import FakeClock, eventually
 from tests.support.otlp import push
+from tests.support.paths import REPO
 from tests.support.storage_faults import Fault, write_faults
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[3]
 LEASE_MS = 30_000
 
 

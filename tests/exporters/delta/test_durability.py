@@ -13,10 +13,9 @@ from deltalake import DeltaTable
 
 from exporters import DeltaLandingExporter, ExportResult
 from tests.support.otlp import push
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def _writer(table: Path, writer_id: str, count: int) -> subprocess.Popen[str]:

@@ -20,10 +20,11 @@ from exporters import DeltaLandingExporter, ExportResult, maintain
 from exporters.delta.maintenance import MIN_RETENTION_HOURS, RetentionTooShortError
 from telemetry_sink.cli import main
 from tests.support.otlp import push
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.integration
 
-CHART = Path(__file__).resolve().parents[3] / "helm" / "telemetry-sink"
+CHART = REPO / "helm" / "telemetry-sink"
 SCHEMA = pa.schema([("x", pa.int64())])
 HOUR_S = 3600
 

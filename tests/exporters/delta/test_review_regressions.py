@@ -20,6 +20,7 @@ from exporters import DeltaLandingExporter, ExportResult, PushContext, Telemetry
 from exporters.delta.appender import sync_local_table
 from tests.support.clock import T0
 from tests.support.otlp import push
+from tests.support.paths import REPO
 from tests.support.storage_faults import read_faults
 
 pytestmark = pytest.mark.integration
@@ -124,7 +125,7 @@ def test_creating_one_table_from_four_processes_gives_one_table(tmp_path: Path) 
         "    await e.start(); print(await e.export(push())); await e.shutdown()\n"
         "asyncio.run(main())\n"
     )
-    repo = Path(__file__).resolve().parents[3]
+    repo = REPO
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", script, str(table)], cwd=repo, stdout=subprocess.PIPE, text=True

@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from exporters import QuotaSample, TelemetryPush
-from ingest.config_log import ConfigLog, QuotaChange, SubscriptionChange
-from ingest.quotas import ClientQuotaEntity
+from ingest.admin.config_log import ConfigLog, QuotaChange, SubscriptionChange
+from quotas import ClientQuotaEntity
 from spark_jobs.dashboards import Window
 from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake

@@ -9,7 +9,6 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -47,8 +46,8 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from exporters.delta.schema import TELEMETRY_PUSHES_SCHEMA, kafka_instance_id
-from ingest.codec import decompress
 from ingest.limits import DEFAULT_LIMITS
+from ingest.push.codec import decompress
 from spark_jobs.tables import METRIC_POINTS_SCHEMA
 from spark_jobs.transforms import decode as decode_module
 from spark_jobs.transforms.decode import (
@@ -62,8 +61,9 @@ from spark_jobs.transforms.decode import (
     decode_batches,
 )
 from tests.support.otlp import partly_invalid_payload
+from tests.support.paths import LIBRDKAFKA_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "librdkafka"
+FIXTURES = LIBRDKAFKA_FIXTURES
 COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TIME = 1_795_391_999_999_999_999

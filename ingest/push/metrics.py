@@ -1,0 +1,309 @@
+"""``/metrics``: the sink's own sensors in the Prometheus text format.
+
+Read at scrape time (a ``prometheus_client`` collector), on the event loop like every other use of
+the engines:
+
+- the subscription core's counters (``telemetry_sink_client_metrics_*``, TEL-24);
+- every quota-engine sensor as ``telemetry_sink_quota_<group>_<metric>`` gauges, Kafka's metric tags
+  as labels (``client-id`` becomes ``client_id``): byte rates, request time, tokens, throttle times,
+  connection counts and accept rates, delay-queue sizes;
+- the front end's requests (``RequestMetrics``), by ``transport`` (``grpc``, ``http``, ``kafka``) and ``rpc``
+  (``GetTelemetrySubscriptions``, ``PushTelemetry``, ``Export`` for OTLP's ``MetricsService/Export``):
+  ``telemetry_sink_requests_total`` by the answer's Kafka error ``code`` and ``error`` name (0/NONE
+  for a landed OTLP export; 58/SASL_AUTHENTICATION_FAILED for an unknown bearer token; -1 for a
+  failure of the sink's own), ``telemetry_sink_request_duration_seconds`` (a histogram, from the first
+  byte handled to the answer, waits for holds included), ``telemetry_sink_requests_in_flight`` and
+  ``telemetry_sink_requests_max_in_flight`` (admission control); ``telemetry_sink_otlp_repairs_total``
+  by ``repair`` (``REPAIRS``: OTLP bodies of raw forwarders taken under ``server.otlp_tolerant_intake``);
+- the bookkeeping bounds (``limits``): the answers by quota entity kept between quota snapshots are
+  counted for at most ``limits.max_entity_counters`` entities; the answers of any further entity
+  are counted under the one entity ``OVERFLOW_TAGS`` (``overflow="true"``) and in
+  ``telemetry_sink_entity_counters_overflowed_total``. The clients held for a quota throttle
+  (``holds``, at most ``limits.max_held_clients``): ``telemetry_sink_held_clients`` and
+  ``telemetry_sink_holds_refused_total`` (throttled clients not held because that many were). The
+  quota engine keeps sensors for at most ``limits.max_quota_entities`` entities per quota type:
+  ``telemetry_sink_quota_entities`` and ``telemetry_sink_quota_entities_evicted_total`` by
+  ``quota_type`` (the least recently recorded entity's sensors removed to make room);
+- the event loop's lag (``ingest.loop_lag``): ``telemetry_sink_event_loop_lag_seconds`` (a histogram)
+  and ``telemetry_sink_event_loop_lag_max_seconds`` (the largest since the previous scrape).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import TracebackType
+from typing import Final, Literal, get_args
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from exporters import QuotaSample
+from ingest.errors import error_name
+from ingest.limits import DEFAULT_LIMITS
+from ingest.loop_lag import LoopLagMonitor
+from ingest.push.admission import Admission
+from ingest.push.holds import ClientHolds
+from quotas import QuotaManagers
+from subscriptions import ClientContext, ClientMetricsManager, Errors
+
+__all__ = [
+    "CONTENT_TYPE",
+    "OVERFLOW_TAGS",
+    "REPAIRS",
+    "REQUESTS_GROUP",
+    "Repair",
+    "RequestMetrics",
+    "RequestObservation",
+    "SinkCollector",
+    "metrics_exposition",
+]
+
+Transport = Literal["grpc", "http", "kafka"]
+Rpc = Literal["GetTelemetrySubscriptions", "PushTelemetry", "Export"]
+Repair = Literal["decompressed_unlabelled", "zero_padding"]
+"""How a raw forwarder's OTLP body was taken: compressed without a Content-Encoding, zero-padded."""
+REPAIRS: Final[tuple[Repair, ...]] = get_args(Repair)
+
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+REQUESTS_GROUP: Final = "Requests"
+"""The ``quota_samples`` group of the answers counted by quota entity."""
+OVERFLOW_TAGS: Final = (("overflow", "true"),)
+"""The entity the answers of entities over ``limits.max_entity_counters`` are counted under."""
+_Tags = tuple[tuple[str, str], ...]
+_NOT_NAME: Final = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def _name(text: str) -> str:
+    return _NOT_NAME.sub("_", text).lower()
+
+
+class SinkCollector(Collector):
+    """Collects the core's counters and the quota sensors when scraped."""
+
+    def __init__(
+        self, manager: ClientMetricsManager, quotas: QuotaManagers, now_ms: Callable[[], int]
+    ) -> None:
+        self.manager = manager
+        self.quotas = quotas
+        self.now_ms = now_ms
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+        for sample in self.manager.samples():
+            name = sample.name.removesuffix("_total") if sample.kind == "counter" else sample.name
+            family = families.get(name)
+            if family is None:
+                labels = sorted(sample.labels)
+                kind = CounterMetricFamily if sample.kind == "counter" else GaugeMetricFamily
+                family = families[name] = kind(name, sample.help, labels=labels)
+            family.add_metric([sample.labels[k] for k in sorted(sample.labels)], sample.value)
+        # Kafka may tag one metric name differently (connection-accept-rate by listener and by ip):
+        # its family gets the union of the labels, empty where a sensor has no such tag
+        sensors: dict[str, list[tuple[dict[str, str], float]]] = {}
+        helps: dict[str, str] = {}
+        for metric, value in self.quotas.values(self.now_ms()).items():
+            if math.isnan(value):
+                continue  # an average with nothing recorded yet
+            name = f"telemetry_sink_quota_{_name(metric.group)}_{_name(metric.name)}"
+            helps.setdefault(name, f"Kafka quota sensor {metric.group}/{metric.name}")
+            sensors.setdefault(name, []).append(({_name(k): v for k, v in metric.tags}, value))
+        for name, values in sensors.items():
+            labels = sorted({label for tags, _ in values for label in tags})
+            gauge = families[name] = GaugeMetricFamily(name, helps[name], labels=labels)
+            for tags, value in values:
+                gauge.add_metric([tags.get(label, "") for label in labels], value)
+        yield from families.values()
+        yield from self._quota_entities()
+
+    def _quota_entities(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """The quota entities kept with sensors, and those evicted, by quota type."""
+        kept = GaugeMetricFamily(
+            "telemetry_sink_quota_entities", "Quota entities with sensors now", labels=["quota_type"]
+        )
+        evicted = CounterMetricFamily(
+            "telemetry_sink_quota_entities_evicted",
+            "Quota entities whose sensors were evicted: limits.max_quota_entities entities had sensors",
+            labels=["quota_type"],
+        )
+        for manager in self.quotas.client_managers():
+            kept.add_metric([manager.quota_type.value], manager.entity_count)
+            evicted.add_metric([manager.quota_type.value], manager.entities_evicted)
+        yield kept
+        yield evicted
+
+
+class RequestObservation:
+    """One request being counted and timed: set ``code`` before leaving the ``with`` block (a request
+    that leaves by an exception without one counts as UNKNOWN_SERVER_ERROR)."""
+
+    __slots__ = ("_metrics", "_rpc", "_started", "_transport", "client", "code")
+
+    def __init__(self, metrics: RequestMetrics, transport: Transport, rpc: Rpc) -> None:
+        self._metrics = metrics
+        self._transport = transport
+        self._rpc = rpc
+        self._started = 0.0
+        self.code: int = Errors.UNKNOWN_SERVER_ERROR
+        self.client: ClientContext | None = None
+        """Who sent it, once known: the answer is then also counted for its quota entity."""
+
+    def __enter__(self) -> RequestObservation:
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._metrics.record(self._transport, self._rpc, self.code, time.perf_counter() - self._started)
+        if self.client is not None:
+            self._metrics.count_for_entity(self.client, self._rpc, self.code)
+
+
+class RequestMetrics(Collector):
+    """Request counts by transport, RPC and error code; latency by transport and RPC; admission.
+    Also answers by quota entity, RPC and code since the last ``drain_entity_counts`` (for
+    ``quota_samples``: ``group`` ``Requests``, ``metric`` ``<rpc>/<code>``, the entity's tags, the
+    count), for at most ``max_entities`` entities, the rest under ``OVERFLOW_TAGS``; and the clients
+    ``holds`` holds, if given."""
+
+    def __init__(
+        self,
+        admission: Admission,
+        entity_tags: Callable[[ClientContext], Mapping[str, str]] = lambda _: {},
+        *,
+        max_entities: int = DEFAULT_LIMITS.max_entity_counters,
+        holds: ClientHolds | None = None,
+    ) -> None:
+        self.admission = admission
+        self.entity_tags = entity_tags
+        self.max_entities = max_entities
+        self.holds = holds
+        self._by_entity: dict[_Tags, dict[str, int]] = {}
+        self._overflowed = Counter(
+            "telemetry_sink_entity_counters_overflowed",
+            "Answers counted under the overflow entity: limits.max_entity_counters entities were counted",
+            registry=None,
+        )
+        self._principals_ignored = Counter(
+            "telemetry_sink_otlp_principals_ignored",
+            "Client principals named by OTLP labels and ignored: the sender is not in "
+            "security.trusted_forwarders",
+            registry=None,
+        )
+        self._repairs = Counter(
+            "telemetry_sink_otlp_repairs",
+            "OTLP bodies of raw forwarders taken after a repair (server.otlp_tolerant_intake)",
+            ("repair",),
+            registry=None,
+        )
+        self._by_repair = {repair: self._repairs.labels(repair) for repair in REPAIRS}  # each from 0
+        labels = ("transport", "rpc", "code", "error")
+        self._requests = Counter(
+            "telemetry_sink_requests",
+            "Requests answered, by the answer's Kafka error code",
+            labels,
+            registry=None,
+        )
+        self._duration = Histogram(
+            "telemetry_sink_request_duration_seconds",
+            "Time from taking a request to answering it",
+            ("transport", "rpc"),
+            registry=None,
+        )
+        self._durations: dict[tuple[str, str], Histogram] = {}
+        self._counts: dict[tuple[str, str, int], Counter] = {}
+
+    def observe(self, transport: Transport, rpc: Rpc) -> RequestObservation:
+        """Count and time one request: ``with metrics.observe("grpc", "PushTelemetry") as seen``."""
+        return RequestObservation(self, transport, rpc)
+
+    def record(self, transport: Transport, rpc: Rpc, code: int, seconds: float) -> None:
+        """One answered request (the labelled children are kept: ``labels()`` takes a lock each time)."""
+        duration = self._durations.get((transport, rpc))
+        if duration is None:
+            duration = self._durations[transport, rpc] = self._duration.labels(transport, rpc)
+        duration.observe(seconds)
+        count = self._counts.get((transport, rpc, code))
+        if count is None:
+            count = self._counts[transport, rpc, code] = self._requests.labels(
+                transport, rpc, str(code), error_name(code)
+            )
+        count.inc()
+
+    def count_for_entity(self, client: ClientContext, rpc: Rpc, code: int) -> None:
+        """One answer to ``client``'s quota entity (or to ``OVERFLOW_TAGS`` once ``max_entities``
+        other entities were counted since the last snapshot)."""
+        tags = tuple(sorted(self.entity_tags(client).items()))
+        counts = self._by_entity.get(tags)
+        if counts is None:
+            if len(self._by_entity) >= self.max_entities:
+                self._overflowed.inc()
+                tags = OVERFLOW_TAGS
+                counts = self._by_entity.get(tags)
+            if counts is None:
+                counts = self._by_entity[tags] = {}
+        name = f"{rpc}/{int(code)}"  # a str key: the dict stays out of the garbage collector's sight
+        counts[name] = counts.get(name, 0) + 1
+
+    def count_ignored_principal(self) -> None:
+        """An OTLP label named a client's principal, from a sender not trusted to
+        (``ingest.security.attribution``)."""
+        self._principals_ignored.inc()
+
+    def count_repair(self, repair: Repair) -> None:
+        """An OTLP body taken after ``repair`` (``server.otlp_tolerant_intake``)."""
+        self._by_repair[repair].inc()
+
+    def drain_entity_counts(self) -> list[QuotaSample]:
+        """The answers by quota entity, RPC and code since the previous call, as quota samples."""
+        by_entity, self._by_entity = self._by_entity, {}
+        return [
+            QuotaSample(REQUESTS_GROUP, name, tags, float(n))
+            for tags, counts in sorted(by_entity.items())
+            for name, n in sorted(counts.items())
+        ]
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self._requests.collect()
+        yield from self._duration.collect()
+        yield GaugeMetricFamily(
+            "telemetry_sink_requests_in_flight", "Requests being handled now", self.admission.in_flight
+        )
+        yield GaugeMetricFamily(
+            "telemetry_sink_requests_max_in_flight",
+            "server.max_concurrent_requests: more are answered with a retry delay",
+            self.admission.max_in_flight,
+        )
+        yield from self._overflowed.collect()
+        yield from self._principals_ignored.collect()
+        yield from self._repairs.collect()
+        if self.holds is not None:
+            yield GaugeMetricFamily(
+                "telemetry_sink_held_clients", "Clients held now for a quota throttle", len(self.holds)
+            )
+            yield CounterMetricFamily(
+                "telemetry_sink_holds_refused",
+                "Throttled clients not held: limits.max_held_clients clients were held",
+                self.holds.refused,
+            )
+
+
+def metrics_exposition(
+    manager: ClientMetricsManager,
+    quotas: QuotaManagers,
+    requests: RequestMetrics,
+    now_ms: Callable[[], int],
+    *,
+    loop_lag: LoopLagMonitor | None = None,
+) -> Callable[[], bytes]:
+    """A function rendering the current ``/metrics`` page (with the event loop's lag, if given)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SinkCollector(manager, quotas, now_ms))
+    registry.register(requests)
+    if loop_lag is not None:
+        registry.register(loop_lag)
+    return lambda: generate_latest(registry)

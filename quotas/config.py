@@ -1,0 +1,129 @@
+"""Quota configuration under Kafka's key names and defaults (docs/rules.md QUO-1, CONN-1).
+
+| key | default | meaning |
+|---|---|---|
+| ``quota.window.num`` | 11 | samples kept by byte-rate, request and connection-rate sensors |
+| ``quota.window.size.seconds`` | 1 | length of one sample; also the cap on request and connection throttles |
+| ``controller.quota.window.num`` | 11 | samples of the mutation quota (its burst is num x size x rate) |
+| ``controller.quota.window.size.seconds`` | 1 | length of one mutation-quota sample |
+| ``max.connections`` | 2147483647 | connections across all listeners (the protected listener excepted) |
+| ``max.connections.per.ip`` | 1000 | connections from one IP (Kafka: 2147483647, see below) |
+| ``max.connections.per.ip.overrides`` | "" | ``host:count`` exceptions, comma separated |
+| ``max.connection.creation.rate`` | 2147483647 | new connections per second across all listeners |
+| ``client.quota.callback.class`` | none | a ``ClientQuotaCallback`` class by dotted path (KIP-257) |
+
+``max.connections.per.ip`` is finite by default, unlike Kafka's: a client process keeps one or two
+connections, and a thousand from one address is never met by a fleet of well-behaved clients (even
+behind one NAT), while it keeps one host from taking every file descriptor of the sink
+(``DEFAULT_MAX_CONNECTIONS_PER_IP``; 2147483647 switches it off).
+
+Per-entity quotas (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
+``controller_mutation_rate``, ``connection_creation_rate``) are not config keys: they are set on
+entities (``QuotaManagers.alter``), like Kafka's AlterClientQuotas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Final
+
+from quotas.connection_quotas import ConnectionQuotaConfig, parse_per_ip_overrides
+from quotas.java import INT_MAX
+
+__all__ = ["DEFAULT_MAX_CONNECTIONS_PER_IP", "QuotaConfig", "QuotaConfigError"]
+
+DEFAULT_MAX_CONNECTIONS_PER_IP: Final = 1000
+"""The sink's ``max.connections.per.ip`` unless configured (see the module docstring)."""
+
+_INT_KEYS: Final = {
+    "quota.window.num": ("num_quota_samples", 1),
+    "quota.window.size.seconds": ("quota_window_size_seconds", 1),
+    "controller.quota.window.num": ("num_controller_quota_samples", 1),
+    "controller.quota.window.size.seconds": ("controller_quota_window_size_seconds", 1),
+    "max.connections": ("max_connections", 0),
+    "max.connections.per.ip": ("max_connections_per_ip", 0),
+    "max.connection.creation.rate": ("max_connection_creation_rate", 0),
+}
+
+
+class QuotaConfigError(ValueError):
+    """Invalid quota configuration; ``problems`` lists every one found."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaConfig:
+    num_quota_samples: int = 11
+    quota_window_size_seconds: int = 1
+    num_controller_quota_samples: int = 11
+    controller_quota_window_size_seconds: int = 1
+    max_connections: int = INT_MAX
+    max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    max_connection_creation_rate: int = INT_MAX
+    client_quota_callback_class: str | None = None
+
+    KEYS: ClassVar[tuple[str, ...]] = (
+        *_INT_KEYS,
+        "max.connections.per.ip.overrides",
+        "client.quota.callback.class",
+    )
+
+    @classmethod
+    def default(cls) -> QuotaConfig:
+        return cls()
+
+    def validate(self) -> list[str]:
+        """Every problem with this config, empty when valid."""
+        problems = []
+        for key, (attr, minimum) in _INT_KEYS.items():
+            value = getattr(self, attr)
+            if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= INT_MAX:
+                problems.append(f"{key} must be an integer between {minimum} and {INT_MAX}, got {value!r}")
+        problems += self.connection_config().validate() if not problems else []
+        return problems
+
+    def connection_config(self) -> ConnectionQuotaConfig:
+        return ConnectionQuotaConfig(
+            max_connections=self.max_connections,
+            max_connections_per_ip=self.max_connections_per_ip,
+            max_connections_per_ip_overrides=dict(self.max_connections_per_ip_overrides),
+            max_connection_creation_rate=self.max_connection_creation_rate,
+            num_quota_samples=self.num_quota_samples,
+            quota_window_size_seconds=self.quota_window_size_seconds,
+        )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> QuotaConfig:
+        """Build from Kafka's keys; raise QuotaConfigError listing every problem."""
+        problems = [f"unknown quota config key {key!r}" for key in values if key not in cls.KEYS]
+        kwargs: dict[str, object] = {}
+        for key, (attr, _) in _INT_KEYS.items():
+            if key in values:
+                raw = values[key]
+                if (
+                    isinstance(raw, bool)
+                    or not isinstance(raw, int | str)
+                    or not str(raw).strip().lstrip("+-").isdigit()
+                ):
+                    problems.append(f"{key} must be an integer, got {raw!r}")
+                else:
+                    kwargs[attr] = int(raw)
+        overrides = values.get("max.connections.per.ip.overrides")
+        if overrides is not None:
+            try:
+                kwargs["max_connections_per_ip_overrides"] = parse_per_ip_overrides(str(overrides))
+            except ValueError as exc:
+                problems.append(str(exc))
+        callback = values.get("client.quota.callback.class")
+        if callback is not None:
+            kwargs["client_quota_callback_class"] = str(callback)
+        config = cls(**kwargs)  # type: ignore[arg-type]
+        problems += config.validate()
+        if problems:
+            raise QuotaConfigError(problems)
+        return config

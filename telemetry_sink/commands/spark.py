@@ -1,0 +1,405 @@
+"""``telemetry-sink rollup`` and ``telemetry-sink dashboard``: the Spark side's subcommands (``spark_jobs``).
+
+``telemetry-sink rollup [--once | --every SECONDS] [--since TIME]`` decodes what the bronze tables
+gained and brings the gold rollups up to date (``jobs.rollup``), once or every ``SECONDS`` until
+SIGTERM/SIGINT (a run in progress finishes first). Progress goes to stderr, one line per step; each
+run ends with a JSON summary on stdout. A run that fails (storage, Spark) is reported in one line on
+stderr: ``--once`` then exits 1, ``--every`` tries again at the next period (a failed run leaves every
+table consistent, and the next one catches up).
+
+``telemetry-sink dashboard [--from T] [--to T] [--out FILE.html] [--serve --port P]`` renders the
+dashboard (``spark_jobs.dashboards``) of a window (default: the last 24 hours) into one offline HTML
+file, or serves it, rendered again every ``--refresh`` seconds, until SIGTERM/SIGINT. A failed render is
+one line on stderr (exit 1; with ``--serve`` the previous page stays up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from spark_jobs.dashboards import Window
+    from spark_jobs.jobs.rollup import RollupReport
+    from spark_jobs.lake import DeltaLake
+    from spark_jobs.session import SparkSettings
+
+__all__ = ["add_arguments", "parse_since"]
+
+log = logging.getLogger(__name__)
+
+DASHBOARD_SPAN: Final = timedelta(days=1)
+
+
+def parse_since(text: str) -> datetime:
+    """``2026-11-22``, ``2026-11-22T03:00`` or any ISO 8601 time (UTC unless it says otherwise)."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date or time: {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.startswith("spark."):
+        raise argparse.ArgumentTypeError(f"expected spark.KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
+    """Declare ``rollup`` or ``dashboard`` on ``parser``, with its ``run`` function as a default
+    (``telemetry_sink.cli`` has already added ``--config`` and the lake options ``--data-root`` and
+    ``--storage-option``). Spark is imported when the command runs."""
+    _add_spark_options(parser)
+    if command == "rollup":
+        _add_rollup(parser)
+    else:
+        _add_dashboard(parser)
+
+
+def _add_spark_options(parser: argparse.ArgumentParser) -> None:
+    from spark_jobs.session import DEFAULT_MASTER  # noqa: PLC0415 - see add_arguments
+
+    parser.add_argument(
+        "--master", help=f"Spark master (default: the config's spark.master, else {DEFAULT_MASTER})"
+    )
+    parser.add_argument(
+        "--conf",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="spark.KEY=VALUE",
+        help="over the config's spark.conf; repeatable",
+    )
+    parser.add_argument(
+        "--delta-connector",
+        choices=("auto", "on", "off"),
+        help="the Delta Spark connector: auto uses it when its jar is on Spark's classpath (default: the "
+        "config's spark.delta_connector, else auto)",
+    )
+
+
+def _add_rollup(rollup: argparse.ArgumentParser) -> None:
+    from spark_jobs.transforms.rollup import DEFAULT_LOOKBACK_S  # noqa: PLC0415 - see add_arguments
+
+    rollup.description = (
+        "Decode what the bronze tables gained into metric_points, quarantine what does not "
+        "decode, and recompute the 1-minute and 1-hour rollups that the new data touches, exactly once. "
+        "Spark runs on --master."
+    )
+    when = rollup.add_mutually_exclusive_group()
+    when.add_argument("--once", action="store_true", help="one run, then exit (the default)")
+    when.add_argument("--every", type=float, metavar="SECONDS", help="a run every SECONDS until stopped")
+    rollup.add_argument(
+        "--since",
+        type=parse_since,
+        metavar="TIME",
+        help="also recompute every rollup from TIME on (ISO 8601, UTC unless it says otherwise)",
+    )
+    rollup.add_argument(
+        "--lookback-s",
+        type=int,
+        default=DEFAULT_LOOKBACK_S,
+        help=f"how far back a cumulative point's previous point may be (default: {DEFAULT_LOOKBACK_S})",
+    )
+    rollup.set_defaults(run=_rollup)
+
+
+def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
+    return {
+        "seconds": round(seconds, 3),
+        "points": report.decode.points,
+        "quarantined": report.decode.quarantined,
+        "bronze": [
+            {"shard": s.shard, "versions": [s.from_version, s.to_version], "points": s.points}
+            for s in report.decode.shards
+        ],
+        "tables": {
+            t.table: {"source_version": t.source_version, "partitions": t.partitions} for t in report.tables
+        },
+    }
+
+
+def _spark_settings(args: argparse.Namespace, command: str) -> SparkSettings | None:
+    """The Spark settings of the options, or None (said on stderr) when they are wrong."""
+    from spark_jobs.session import DEFAULT_MASTER, SparkSettings  # noqa: PLC0415 - see add_arguments
+
+    settings = SparkSettings(
+        master=args.master or DEFAULT_MASTER,
+        settings=dict(args.conf),
+        delta_connector=args.delta_connector or "auto",
+    )
+    problems = settings.validate()
+    if problems:
+        print(f"telemetry-sink {command}: {'; '.join(problems)}", file=sys.stderr)
+        return None
+    return settings
+
+
+def _stop_on_signals(command: str, what: str) -> threading.Event:
+    """An event set on SIGTERM/SIGINT (saying ``what`` happens next on stderr)."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        print(f"telemetry-sink {command}: {what}", file=sys.stderr, flush=True)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, request_stop)
+    return stop
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _open_lake(args: argparse.Namespace, settings: SparkSettings) -> tuple[SparkSession, DeltaLake]:
+    """A Spark session of ``settings`` and the Delta tables through it, with the storage options."""
+    from spark_jobs.lake import DeltaLake  # noqa: PLC0415 - see add_arguments
+    from spark_jobs.session import spark_session, uses_connector  # noqa: PLC0415
+
+    spark = spark_session(settings)
+    return spark, DeltaLake(
+        spark, storage_options=dict(args.storage_option), connector=uses_connector(settings)
+    )
+
+
+def _unsafe_storage(args: argparse.Namespace, command: str) -> bool:
+    """Whether the data root's storage cannot commit safely (said on stderr)."""
+    from exporters.delta.object_store import commit_safety_problems  # noqa: PLC0415 - see add_arguments
+
+    unsafe = commit_safety_problems(args.data_root, dict(args.storage_option))
+    if unsafe:
+        print(f"telemetry-sink {command}: {'; '.join(unsafe)}", file=sys.stderr)
+    return bool(unsafe)
+
+
+def _rollup(args: argparse.Namespace) -> int:
+    if args.every is not None and args.every <= 0:
+        print("telemetry-sink rollup: --every must be positive", file=sys.stderr)
+        return 2
+    if args.lookback_s < 0:
+        print("telemetry-sink rollup: --lookback-s must not be negative", file=sys.stderr)
+        return 2
+    if _unsafe_storage(args, "rollup"):
+        return 2
+    settings = _spark_settings(args, "rollup")
+    if settings is None:
+        return 2
+    stop = _stop_on_signals("rollup", "stopping after this run")
+    spark, lake = _open_lake(args, settings)
+    try:
+        return _rollup_runs(args, lake, stop)
+    finally:
+        spark.stop()
+
+
+def _rollup_runs(args: argparse.Namespace, lake: DeltaLake, stop: threading.Event) -> int:
+    """Run the rollup once, or every ``--every`` seconds until ``stop``; the exit status."""
+    from spark_jobs.jobs.rollup import run_rollup  # noqa: PLC0415 - see add_arguments
+
+    since = args.since
+    while True:
+        started = time.monotonic()
+
+        def progress(message: str, started: float = started) -> None:
+            print(f"[{time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+        try:
+            report = run_rollup(
+                lake, args.data_root, lookback_s=args.lookback_s, since=since, progress=progress
+            )
+        except Exception as exc:  # storage or Spark: every table is still consistent (jobs.rollup)
+            log.debug("rollup run failed", exc_info=True)
+            print(f"telemetry-sink rollup: the run failed: {_first_line(exc)}", file=sys.stderr, flush=True)
+            if args.every is None:
+                return 1
+        else:
+            print(json.dumps(_summary(report, time.monotonic() - started)), flush=True)
+            since = None  # a recompute from a time is done once
+        if args.every is None or stop.wait(args.every):
+            return 0
+
+
+def _add_dashboard(dashboard: argparse.ArgumentParser) -> None:
+    dashboard.description = (
+        "Run the dashboard's named Spark SQL queries (spark_jobs/dashboards/queries/*.sql) over "
+        "the 1-minute rollups of a window and render one self-contained HTML page: fleet overview, top "
+        "client instances and quota entities by Kafka client metric, throttling, client drill-down, config "
+        "history. The window is the 24 hours up to now unless --from/--to say otherwise."
+    )
+    dashboard.add_argument(
+        "--from",
+        dest="start",
+        type=parse_since,
+        metavar="TIME",
+        help="window start (ISO 8601, UTC unless it says otherwise; default: 24 hours before the end)",
+    )
+    dashboard.add_argument(
+        "--to",
+        dest="end",
+        type=parse_since,
+        metavar="TIME",
+        help="window end, excluded (ISO 8601, UTC unless it says otherwise; default: the end of this minute)",
+    )
+    dashboard.add_argument(
+        "--out", metavar="FILE.html", help="write the page here (default without --serve: dashboard.html)"
+    )
+    dashboard.add_argument(
+        "--serve", action="store_true", help="serve the page over HTTP, rendered again periodically"
+    )
+    dashboard.add_argument(
+        "--host", default="127.0.0.1", help="--serve: address to listen on (default: 127.0.0.1)"
+    )
+    dashboard.add_argument("--port", type=int, default=8050, help="--serve: port (default: 8050)")
+    dashboard.add_argument(
+        "--refresh",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="--serve: render every SECONDS (default: 60)",
+    )
+    dashboard.add_argument(
+        "--metric", help="the Kafka client metric the rankings open on (a menu offers every one)"
+    )
+    dashboard.add_argument("--top", type=int, default=10, help="rows of each ranking (default: 10)")
+    dashboard.add_argument(
+        "--max-clients", type=int, default=1000, help="client instances in the drill-down (default: 1000)"
+    )
+    dashboard.set_defaults(run=_dashboard)
+
+
+def _window(args: argparse.Namespace) -> Window:
+    """The window of the options now: ``--to`` (default: the end of this minute) back to ``--from``
+    (default: 24 hours earlier)."""
+    from spark_jobs.dashboards import Window  # noqa: PLC0415 - see add_arguments
+
+    limits = {"top": args.top, "max_clients": args.max_clients}
+    if args.end is None:
+        window = Window.last(DASHBOARD_SPAN, datetime.now(UTC), **limits)
+        return window if args.start is None else replace(window, start=args.start)
+    return Window(args.start or args.end - DASHBOARD_SPAN, args.end, **limits)
+
+
+def _dashboard_problems(args: argparse.Namespace) -> list[str]:
+    try:
+        problems = _window(args).problems()
+    except OverflowError:
+        problems = ["--from/--to are too far from now for a window of 24 hours"]
+    if args.serve and not 0 <= args.port <= 65535:
+        problems.append(f"--port must be between 0 and 65535, got {args.port}")
+    if args.serve and not args.refresh > 0:
+        problems.append("--refresh must be positive")
+    return problems
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    problems = _dashboard_problems(args)
+    if problems:
+        print(f"telemetry-sink dashboard: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    settings = _spark_settings(args, "dashboard")
+    if settings is None:
+        return 2
+    out = Path(args.out) if args.out else (None if args.serve else Path("dashboard.html"))
+    stop = _stop_on_signals("dashboard", "stopping") if args.serve else threading.Event()
+    spark, lake = _open_lake(args, settings)
+    render = _Renderer(args, spark, lake, out, stop)
+    try:
+        if not args.serve:
+            try:
+                render()
+            except Exception:  # said by render
+                return 1
+            return 0
+        return _serve_dashboard(args, render, spark, stop)
+    finally:
+        spark.stop()
+
+
+def _say(message: str) -> None:
+    print(f"telemetry-sink dashboard: {message}", file=sys.stderr, flush=True)
+
+
+class _Renderer:
+    """Renders the page of the options' window (now), writes it to ``out`` if any, says how it went."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        spark: SparkSession,
+        lake: DeltaLake,
+        out: Path | None,
+        stop: threading.Event,
+    ) -> None:
+        self.args, self.spark, self.lake, self.out, self.stop = args, spark, lake, out, stop
+
+    def __call__(self) -> str:
+        from spark_jobs.dashboards import build_page  # noqa: PLC0415 - see add_arguments
+
+        args, out = self.args, self.out
+        started = time.monotonic()
+        try:
+            page, results = build_page(
+                self.spark,
+                self.lake,
+                args.data_root,
+                _window(args),
+                metric=args.metric,
+                refresh_s=args.refresh if args.serve else None,
+            )
+            if out is not None:
+                temporary = out.with_name(f".{out.name}.tmp")
+                temporary.write_text(page, encoding="utf-8")
+                temporary.replace(out)
+        except Exception as exc:  # storage, Spark or the output file: said here, raised for the caller
+            log.debug("dashboard render failed", exc_info=True)
+            if not self.stop.is_set():  # (a render cancelled by a stop is not a failure)
+                _say(f"the render failed: {_first_line(exc)}")
+            raise
+        rows = sum(len(r.rows) for r in results.values())
+        where = f" -> {out}" if out is not None else ""
+        _say(
+            f"{len(results)} queries, {rows} rows, "
+            f"{len(page) / 2**20:.1f} MiB page in {time.monotonic() - started:.1f} s{where}"
+        )
+        metrics = {r["metric_name"] for r in results["top_clients"].records()}
+        if args.metric and metrics and args.metric not in metrics:
+            _say(
+                f"no data for --metric {args.metric} in the window; "
+                "the rankings open on another metric (the menu lists those with data)"
+            )
+        return page
+
+
+def _serve_dashboard(
+    args: argparse.Namespace, render: _Renderer, spark: SparkSession, stop: threading.Event
+) -> int:
+    """Serve the page, rendered again every ``--refresh`` seconds, until ``stop``."""
+    from spark_jobs.dashboards.serve import DashboardServer  # noqa: PLC0415 - see add_arguments
+
+    try:
+        server = DashboardServer(render, host=args.host, port=args.port, refresh_s=args.refresh)
+    except OSError as exc:
+        print(f"telemetry-sink dashboard: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    server.start()
+    _say(f"serving http://{args.host}:{server.port}/")
+    stop.wait()
+    spark.sparkContext.cancelAllJobs()  # a render in progress ends now, not at its last query
+    server.stop()
+    return 0

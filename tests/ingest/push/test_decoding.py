@@ -1,0 +1,64 @@
+"""``decoding``: the decodes are pure functions that run in worker processes, and the pools those
+processes form are shared by the ``PayloadDecoders`` of one process until the last one closes."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from ingest.limits import DEFAULT_LIMITS, RequestLimits
+from ingest.push.codec import PayloadTooLargeError
+from ingest.push.decoding import INLINE_DECODE_BYTES, PayloadDecoders, decode_export, decode_push
+from ingest.push.otlp_scan import StructureLimitError
+from tests.support.otlp import resource_payload
+
+MIB = 1 << 20
+LARGE = resource_payload(padding="x" * 2 * INLINE_DECODE_BYTES)
+
+
+async def test_decoders_sharing_a_pool_stop_it_only_when_the_last_of_them_closes() -> None:
+    first, second = PayloadDecoders(3), PayloadDecoders(3)
+    assert await first.in_worker(decode_push, LARGE, 0, MIB, DEFAULT_LIMITS) == LARGE
+    pool = first.pool
+    assert pool is not None
+    await first.close()
+    assert second.pool is pool  # still the second's
+    assert await second.in_worker(decode_push, LARGE, 0, MIB, DEFAULT_LIMITS) == LARGE
+    await second.close()
+    assert second.pool is None
+
+
+async def test_a_refusal_in_a_worker_reaches_the_loop_as_the_same_error_with_its_limit() -> None:
+    decoders = PayloadDecoders(3)
+    limits = RequestLimits(max_resource_metrics=1)
+    two = resource_payload(padding="x" * INLINE_DECODE_BYTES) * 2  # two resources, over the limit
+    try:
+        with pytest.raises(StructureLimitError) as refused:
+            await decoders.in_worker(decode_export, two, 0, MIB, limits)
+    finally:
+        await decoders.close()
+    assert refused.value.limit == "max_resource_metrics"
+    assert isinstance(refused.value, PayloadTooLargeError)
+
+
+def test_every_payload_error_survives_the_trip_between_processes() -> None:
+    error = StructureLimitError("max_metrics", "more than limits.max_metrics (3)", 4)
+    back = pickle.loads(pickle.dumps(error))
+    assert (str(back), back.limit, back.visited, back.error) == (str(error), "max_metrics", 4, error.error)
+
+
+def test_a_decoder_process_imports_no_server_storage_or_transport_library() -> None:
+    """What a spawned decoder imports to run ``decode_push``: the push and security facades export
+    nothing, so importing ``decoding`` loads neither the pipeline nor the exporters."""
+    probe = (
+        "import sys\n"
+        "import ingest.push.decoding\n"
+        "heavy = ('grpc', 'aiohttp', 'httpx', 'deltalake', 'pyarrow', 'exporters', 'ingest.push.pipeline',"
+        " 'ingest.transports', 'ingest.admin', 'ingest.security.authentication')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.splitlines()[-1] == "[]"

@@ -1,0 +1,112 @@
+"""QUO-14 for the KIP-714 RPCs on real servers: a client that ignores its throttle has its next request
+held until the throttle ends, while a well-behaved client on the same sink is not affected. Time is
+a FakeClock: a held request waits in virtual time, so how long it waited is read off the clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporters import InMemoryExporter
+from ingest.proto import client_telemetry_pb2 as pb
+from ingest.push.pipeline import TelemetryPipeline
+from ingest.wire import PUSH_PATH
+from quotas import ClientQuotaEntity, MetricName
+from subscriptions import Errors
+from tests.support.clock import FakeClock
+from tests.support.otlp import metrics_data
+from tests.support.pipeline import kafka_pipeline
+from tests.support.servers import Endpoints, serve_both
+
+pytestmark = pytest.mark.integration
+
+GREEDY = (("x-kafka-client-id", "greedy"),)
+POLITE = (("x-kafka-client-id", "polite"),)
+PAYLOAD = metrics_data(points=100)  # a few KB against 100 B/s
+
+
+def over_quota_pipeline(
+    clock: FakeClock, exporter: InMemoryExporter, max_hold_delay_ms: int
+) -> TelemetryPipeline:
+    pipeline = kafka_pipeline(clock, exporter, max_hold_delay_ms=max_hold_delay_ms)
+    pipeline.quotas.alter(ClientQuotaEntity(None, "greedy"), "producer_byte_rate", 100)
+    return pipeline
+
+
+class Client:
+    def __init__(self, endpoints: Endpoints, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.endpoints, self.metadata = endpoints, metadata
+        self.instance_id, self.subscription_id = b"", 0
+
+    async def get(self) -> pb.GetTelemetrySubscriptionsResponse:
+        got: pb.GetTelemetrySubscriptionsResponse = await self.endpoints.stub.GetTelemetrySubscriptions(
+            pb.GetTelemetrySubscriptionsRequest(client_instance_id=self.instance_id), metadata=self.metadata
+        )
+        if got.error_code == Errors.NONE:
+            self.instance_id, self.subscription_id = got.client_instance_id, got.subscription_id
+        return got
+
+    async def push(self) -> pb.PushTelemetryResponse:
+        request = pb.PushTelemetryRequest(
+            client_instance_id=self.instance_id, subscription_id=self.subscription_id, metrics=PAYLOAD
+        )
+        pushed: pb.PushTelemetryResponse = await self.endpoints.stub.PushTelemetry(
+            request, metadata=self.metadata
+        )
+        return pushed
+
+
+async def test_QUO_14_a_client_ignoring_its_throttle_is_held_until_it_ends_and_others_are_not() -> None:
+    clock, exporter = FakeClock(), InMemoryExporter()
+    async with serve_both(over_quota_pipeline(clock, exporter, max_hold_delay_ms=600_000)) as endpoints:
+        greedy, polite = Client(endpoints, GREEDY), Client(endpoints, POLITE)
+        assert (await greedy.get()).error_code == Errors.NONE
+        assert (await polite.get()).error_code == Errors.NONE
+        clock.advance(1000)
+        first = await greedy.push()
+        assert first.error_code == Errors.NONE  # landed: the throttle asks it to slow down
+        assert first.throttle_time_ms > 1000
+        throttled_at = clock.now_ms()
+        # a well-behaved client is answered at once, held by nothing
+        assert (await polite.push()).throttle_time_ms == 0
+        assert clock.now_ms() == throttled_at
+        # greedy sends again at once: the request waits out the throttle, then is handled as usual
+        second = await greedy.push()
+        assert clock.now_ms() - throttled_at >= first.throttle_time_ms
+        assert second.error_code == Errors.NONE  # not a too-early push: the interval passed while held
+    assert [p.context.client_id for p in exporter.pushes] == ["greedy", "polite", "greedy"]
+
+
+async def test_QUO_14_a_hold_longer_than_the_delay_cap_is_refused_with_the_time_left_unrecorded() -> None:
+    clock, exporter = FakeClock(), InMemoryExporter()
+    pipeline = over_quota_pipeline(clock, exporter, max_hold_delay_ms=0)
+    sensor = MetricName.of("byte-rate", "Produce", {"user": "", "client-id": "greedy"})
+    async with serve_both(pipeline) as endpoints:
+        greedy = Client(endpoints, GREEDY)
+        await greedy.get()
+        clock.advance(1000)
+        throttle_ms = (await greedy.push()).throttle_time_ms
+        assert throttle_ms > 0
+        clock.advance(400)
+        recorded = pipeline.quotas.values(clock.now_ms())[sensor]
+        refused = await greedy.push()
+        assert (refused.error_code, refused.throttle_time_ms) == (
+            Errors.THROTTLING_QUOTA_EXCEEDED,
+            throttle_ms - 400,
+        )
+        got = await greedy.get()  # every RPC of the held client
+        assert (got.error_code, got.throttle_time_ms) == (Errors.THROTTLING_QUOTA_EXCEEDED, throttle_ms - 400)
+        over_http = await endpoints.http.post(
+            PUSH_PATH,
+            params={
+                "client_instance_id": greedy.instance_id.hex(),
+                "subscription_id": greedy.subscription_id,
+            },
+            content=PAYLOAD,
+            headers={"x-kafka-client-id": "greedy", "Content-Type": "application/octet-stream"},
+        )
+        assert over_http.json()["error"] == "THROTTLING_QUOTA_EXCEEDED"
+        assert over_http.headers["Retry-After"] == str(-(-(throttle_ms - 400) // 1000))
+        assert pipeline.quotas.values(clock.now_ms())[sensor] == recorded  # nothing recorded
+        clock.advance(throttle_ms - 400)
+        assert (await greedy.push()).error_code == Errors.NONE  # the hold is over
+    assert len(exporter.pushes) == 2
