@@ -12,7 +12,13 @@ from exporters.delta.landing import DeltaLandingExporter
 from exporters.delta.maintenance import MaintenanceReport, maintain
 from exporters.delta.quota_samples import QuotaSampleRecorder
 from exporters.delta.schema import QUOTA_SAMPLES_SCHEMA, TELEMETRY_PUSHES_SCHEMA, QuotaSample
-from exporters.delta.shards import default_replica_id, delta_tables_under, list_shards, shard_uri
+from exporters.delta.shards import (
+    default_replica_id,
+    delta_tables_under,
+    is_delta_table,
+    list_shards,
+    shard_uri,
+)
 from exporters.in_memory import InMemoryExporter
 from exporters.log import LogExporter
 from exporters.otlp_forward import OtlpForwardingExporter
@@ -37,6 +43,7 @@ __all__ = [
     "TelemetryPush",
     "default_replica_id",
     "delta_tables_under",
+    "is_delta_table",
     "list_shards",
     "load_exporter",
     "maintain",

@@ -25,12 +25,15 @@ Kafka's ``ApiException``; that module draws the tree, denials included). The ing
 
     ApiError                            (subscriptions.errors)
     ├── SubscriptionError, AuthorizationError, ...   (subscriptions.errors)
-    └── AuthenticationError             SASL_AUTHENTICATION_FAILED (58): ``ingest.security``, answered with
-                                        ``AUTHENTICATION_ANSWER``
+    ├── AuthenticationError             SASL_AUTHENTICATION_FAILED (58): ``ingest.security``,
+    │                                   answered with ``AUTHENTICATION_ANSWER``
+    └── ConfigLogError                  UNKNOWN_SERVER_ERROR (-1): ``ingest.admin.config_log``
+        └── ConfigConflictError         NOT_CONTROLLER (41)
 
-``codec.PayloadError`` (INVALID_RECORD, TELEMETRY_TOO_LARGE) carries ``error`` the same way. The
-engines' own exceptions (the quota managers', the config log's) are turned into codes where the admin
-operations (``admin``) call them.
+``ingest.push.codec.PayloadError`` (INVALID_RECORD, TELEMETRY_TOO_LARGE) carries ``error`` the same
+way. The quota engine imports nothing of the repository, so its tree (``quotas.errors.QuotaError``:
+QuotaEntityError, ThrottlingQuotaExceededError, QuotaConfigError, QuotaCallbackError) carries the
+code as its number, ``error_code``; the admin operations answer ``Errors(exc.error_code)``.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from quotas.controller_mutation_quota_manager import (
     ThrottlingQuotaExceededError,
 )
 from quotas.entities import DEFAULT, ClientQuotaEntity, ClusterMetadata, QuotaEntityError, QuotaType
+from quotas.errors import QuotaError
 from quotas.factory import QuotaManagers, create_quota_managers
 from quotas.request_quota_manager import ClientRequestQuotaManager
 from quotas.sensor import MetricName, Metrics, QuotaViolationError, Sensor
@@ -60,6 +61,7 @@ __all__ = [
     "QuotaConfig",
     "QuotaConfigError",
     "QuotaEntityError",
+    "QuotaError",
     "QuotaManagerConfig",
     "QuotaManagers",
     "QuotaType",

@@ -26,6 +26,7 @@ from quotas.entities import (
     QuotaType,
     principal_user,
 )
+from quotas.errors import INVALID_CONFIG, QuotaError
 
 __all__ = [
     "ClientQuotaCallback",
@@ -179,8 +180,10 @@ class ReplicaShareQuotaCallback(DefaultQuotaCallback):
         return changed
 
 
-class QuotaCallbackError(ValueError):
-    """``client.quota.callback.class`` does not name a usable callback class."""
+class QuotaCallbackError(QuotaError, ValueError):
+    """INVALID_CONFIG (40): ``client.quota.callback.class`` does not name a usable callback class."""
+
+    error_code = INVALID_CONFIG
 
 
 def load_quota_callback(class_path: str, configs: Mapping[str, object] | None = None) -> ClientQuotaCallback:

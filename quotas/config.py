@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
 from quotas.connection_quotas import ConnectionQuotaConfig, parse_per_ip_overrides
+from quotas.errors import INVALID_CONFIG, QuotaError
 from quotas.java import INT_MAX
 
 __all__ = ["DEFAULT_MAX_CONNECTIONS_PER_IP", "QuotaConfig", "QuotaConfigError"]
@@ -47,8 +48,10 @@ _INT_KEYS: Final = {
 }
 
 
-class QuotaConfigError(ValueError):
-    """Invalid quota configuration; ``problems`` lists every one found."""
+class QuotaConfigError(QuotaError, ValueError):
+    """INVALID_CONFIG (40): invalid quota configuration; ``problems`` lists every one found."""
+
+    error_code = INVALID_CONFIG
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from quotas.callback import ClientQuotaCallback
 from quotas.client_quota_manager import ClientQuotaManager, QuotaManagerConfig
 from quotas.entities import QuotaType
+from quotas.errors import THROTTLING_QUOTA_EXCEEDED, QuotaError
 from quotas.java import INT_MAX
 from quotas.sensor import MetricName, Metrics, QuotaViolationError, Sensor
 from quotas.stats import MetricConfig, Rate, TokenBucket
@@ -35,8 +36,10 @@ __all__ = [
 ]
 
 
-class ThrottlingQuotaExceededError(Exception):
+class ThrottlingQuotaExceededError(QuotaError):
     """THROTTLING_QUOTA_EXCEEDED (89): the mutation was refused; retry after ``throttle_time_ms``."""
+
+    error_code = THROTTLING_QUOTA_EXCEEDED
 
     def __init__(self, throttle_time_ms: int) -> None:
         super().__init__(f"The throttling quota has been exceeded; retry after {throttle_time_ms} ms.")

@@ -20,6 +20,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import Final, Literal, NamedTuple
 
+from quotas.errors import INVALID_REQUEST, QuotaError
 from quotas.java import INT_MAX, LONG_MAX, sanitize
 
 __all__ = [
@@ -169,8 +170,10 @@ class ClusterMetadata(NamedTuple):
     nodes: tuple[str, ...]
 
 
-class QuotaEntityError(ValueError):
+class QuotaEntityError(QuotaError, ValueError):
     """An AlterClientQuotas entry Kafka would reject with INVALID_REQUEST (42)."""
+
+    error_code = INVALID_REQUEST
 
 
 def validate_quota(entity: ClientQuotaEntity, key: str, value: float | None) -> None:

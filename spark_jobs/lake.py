@@ -56,7 +56,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from exporters import delta_tables_under
+from exporters import delta_tables_under, is_delta_table
 from exporters.delta.object_store import arrow_filesystem, is_local, store_path
 
 __all__ = [
@@ -161,7 +161,7 @@ class DeltaLake:
         """The Delta tables directly under ``uri`` (a sharded bronze table: one per sink replica),
         sorted; ``[uri]`` if ``uri`` is itself a table; none if it does not exist."""
         fs, root = arrow_filesystem(uri, self.storage_options)
-        if fs.get_file_info(f"{root}/_delta_log").type == pafs.FileType.Directory:
+        if is_delta_table(fs, root):
             return [uri]
         return delta_tables_under(uri, self.storage_options)
 

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
-from subscriptions.errors import Errors, SubscriptionError
+from subscriptions.errors import ClusterAuthorizationError, Errors, SubscriptionError
 from subscriptions.model import PropertyValue
 from subscriptions.store import SubscriptionStore
 
@@ -46,7 +46,8 @@ class AdminResult(NamedTuple, Generic[T]):
 
 
 def _denied(operation: Operation) -> AdminResult[T]:
-    return AdminResult(Errors.CLUSTER_AUTHORIZATION_FAILED, f"Cluster authorization failed ({operation})")
+    denial = ClusterAuthorizationError(operation)  # the one denial every admin surface answers
+    return AdminResult(denial.error, str(denial))
 
 
 class ClientMetricsAdmin:

@@ -20,7 +20,14 @@ import pyarrow.fs as pafs
 
 from exporters.delta.object_store import arrow_filesystem
 
-__all__ = ["default_replica_id", "delta_tables_under", "list_shards", "shard_uri"]
+__all__ = [
+    "DELTA_LOG",
+    "default_replica_id",
+    "delta_tables_under",
+    "is_delta_table",
+    "list_shards",
+    "shard_uri",
+]
 
 _SAFE: Final = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -37,6 +44,15 @@ def shard_uri(data_root: str, table: str, replica_id: str) -> str:
     return f"{data_root.rstrip('/')}/{table}/{replica_id}"
 
 
+DELTA_LOG: Final = "_delta_log"
+"""The folder that makes a folder a Delta table: its transaction log."""
+
+
+def is_delta_table(fs: pafs.FileSystem, path: str) -> bool:
+    """Whether ``path`` (on ``fs``, a pyarrow file system) holds a Delta table's log."""
+    return bool(fs.get_file_info(f"{path}/{DELTA_LOG}").type == pafs.FileType.Directory)
+
+
 def delta_tables_under(uri: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
     """The Delta tables directly under ``uri`` (a local path or an object-store URI, listed with
     pyarrow's file systems: S3 with the delta-rs ``storage_options``, see ``object_store``), sorted."""
@@ -46,8 +62,7 @@ def delta_tables_under(uri: str, storage_options: Mapping[str, str] | None = Non
     return sorted(
         f"{uri.rstrip('/')}/{child.base_name}"
         for child in fs.get_file_info(pafs.FileSelector(root))
-        if child.type == pafs.FileType.Directory
-        and fs.get_file_info(f"{child.path}/_delta_log").type == pafs.FileType.Directory
+        if child.type == pafs.FileType.Directory and is_delta_table(fs, child.path)
     )
 
 

@@ -68,6 +68,7 @@ from quotas.entities import (
     entity_parts,
 )
 from subscriptions import SubscriptionError, SubscriptionStore
+from subscriptions.errors import ApiError, Errors
 from subscriptions.model import PropertyValue
 
 __all__ = [
@@ -165,9 +166,12 @@ def _from_row(row: Mapping[str, Any]) -> ConfigRecord:
     )
 
 
-class ConfigLogError(Exception):
-    """A change was not acknowledged: it is not in the log, or (``in_doubt``) whether it is could not
-    be found out. Retrying is safe either way: every change states absolute values."""
+class ConfigLogError(ApiError):
+    """UNKNOWN_SERVER_ERROR (-1): a change was not acknowledged: it is not in the log, or (``in_doubt``)
+    whether it is could not be found out. Retrying is safe either way: every change states absolute
+    values."""
+
+    error = Errors.UNKNOWN_SERVER_ERROR
 
     def __init__(self, message: str, *, in_doubt: bool = False) -> None:
         super().__init__(message)
@@ -175,8 +179,11 @@ class ConfigLogError(Exception):
 
 
 class ConfigConflictError(ConfigLogError):
-    """The log moved past the offset a change was prepared at (another change was written meanwhile):
-    nothing was written. Retriable once the image has caught up with the log."""
+    """NOT_CONTROLLER (41): the log moved past the offset a change was prepared at (another change was
+    written meanwhile): nothing was written. Retriable once the image has caught up with the log (a
+    Kafka admin client retries NOT_CONTROLLER after refreshing its metadata)."""
+
+    error = Errors.NOT_CONTROLLER
 
     def __init__(self, read_version: int, log_version: int) -> None:
         super().__init__(

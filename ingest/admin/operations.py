@@ -215,18 +215,18 @@ class SinkAdmin:
                 try:
                     quota.record(1, now)
                 except ThrottlingQuotaExceededError as exc:
-                    return AdminResult(Errors.THROTTLING_QUOTA_EXCEEDED, str(exc), None, exc.throttle_time_ms)
+                    return AdminResult(Errors(exc.error_code), str(exc), None, exc.throttle_time_ms)
             try:
                 version = await self.follower.write(
                     [SubscriptionChange(name, properties)], client.principal, now, read_version=read_version
                 )
             except ConfigConflictError as exc:
                 if retries == 0:
-                    return AdminResult(Errors.NOT_CONTROLLER, str(exc), exc.log_version)
+                    return AdminResult(exc.error, str(exc), exc.log_version)
                 retries -= 1  # the image has caught up: prepare it again
                 continue
             except ConfigLogError as exc:
-                return AdminResult(Errors.UNKNOWN_SERVER_ERROR, str(exc))
+                return AdminResult(exc.error, str(exc))
             return AdminResult(Errors.NONE, None, version, quota.throttle_time_ms(self.now_ms()))
 
     def describe_subscription(
@@ -261,11 +261,8 @@ class SinkAdmin:
                 entity_changes = _validated(alteration)
                 if not validate_only:
                     quota.record(1, now)
-            except QuotaEntityError as exc:
-                entries.append((alteration.entity, Errors.INVALID_REQUEST, str(exc)))
-                continue
-            except ThrottlingQuotaExceededError as exc:
-                entries.append((alteration.entity, Errors.THROTTLING_QUOTA_EXCEEDED, str(exc)))
+            except (QuotaEntityError, ThrottlingQuotaExceededError) as exc:
+                entries.append((alteration.entity, Errors(exc.error_code), str(exc)))
                 continue
             entries.append((alteration.entity, Errors.NONE, None))
             changes += entity_changes
@@ -288,11 +285,11 @@ class SinkAdmin:
                 await self.follower.write(changes, principal, now, read_version=self.follower.image.version)
             except ConfigConflictError as exc:
                 if retries == 0:
-                    return Errors.NOT_CONTROLLER, str(exc)
+                    return exc.error, str(exc)
                 retries -= 1  # the image has caught up: the values do not depend on it
                 continue
             except ConfigLogError as exc:
-                return Errors.UNKNOWN_SERVER_ERROR, str(exc)
+                return exc.error, str(exc)
             return None
 
     def describe_client_quotas(

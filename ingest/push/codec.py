@@ -32,7 +32,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import ClassVar, Final, Protocol
 
 import cramjam
 import lz4.frame
@@ -42,6 +42,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from ingest.limits import DEFAULT_LIMITS
 from subscriptions import CompressionType, Errors
+from subscriptions.errors import ApiError
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
@@ -67,10 +68,10 @@ _FIRST_FEED: Final = 256
 _ZSTD = threading.local()  # a ZstdDecompressor per thread: creating one costs ten decompressions of a push
 
 
-class PayloadError(Exception):
+class PayloadError(ApiError):
     """The payload cannot be exported; ``error`` is the Kafka code to answer with."""
 
-    error: Errors = Errors.INVALID_RECORD
+    error: ClassVar[Errors] = Errors.INVALID_RECORD
 
 
 class InvalidPayloadError(PayloadError):

@@ -329,3 +329,13 @@ async def test_F16_a_conflict_brings_the_image_up_to_the_log_before_it_is_raised
         await b.write(_subscription("from-b"), "User:x", 2, read_version=b.image.version)
     assert b.image.store.get("from-a") is not None
     assert await b.write(_subscription("from-b"), "User:x", 3, read_version=b.image.version) == 1
+
+
+def test_config_log_errors_are_api_errors_carrying_the_code_the_admin_answers() -> None:
+    from subscriptions.errors import ApiError, Errors  # noqa: PLC0415 - only this test needs them
+
+    unacknowledged = config_log_module.ConfigLogError("not acknowledged", in_doubt=True)
+    conflict = config_log_module.ConfigConflictError(3, 4)
+    assert isinstance(unacknowledged, ApiError)
+    assert isinstance(conflict, config_log_module.ConfigLogError)
+    assert (unacknowledged.error, conflict.error) == (Errors.UNKNOWN_SERVER_ERROR, Errors.NOT_CONTROLLER)
