@@ -27,11 +27,14 @@ Kafka's ``ApiException``; that module draws the tree, denials included). The ing
     ├── SubscriptionError, AuthorizationError, ...   (subscriptions.errors)
     ├── AuthenticationError             SASL_AUTHENTICATION_FAILED (58): ``ingest.security``,
     │                                   answered with ``AUTHENTICATION_ANSWER``
-    └── ConfigLogError                  UNKNOWN_SERVER_ERROR (-1): ``ingest.admin.config_log``
-        └── ConfigConflictError         NOT_CONTROLLER (41)
+    ├── ConfigLogError                  UNKNOWN_SERVER_ERROR (-1): ``ingest.admin.config_log``
+    │   └── ConfigConflictError         NOT_CONTROLLER (41)
+    └── PayloadError                    INVALID_RECORD (87): ``ingest.push.codec``
+        ├── InvalidPayloadError         INVALID_RECORD (87)
+        └── PayloadTooLargeError        TELEMETRY_TOO_LARGE (118)
+            └── StructureLimitError     TELEMETRY_TOO_LARGE (118): ``ingest.push.otlp_scan``
 
-``ingest.push.codec.PayloadError`` (INVALID_RECORD, TELEMETRY_TOO_LARGE) carries ``error`` the same
-way. The quota engine imports nothing of the repository, so its tree (``quotas.errors.QuotaError``:
+The quota engine imports nothing of the repository, so its tree (``quotas.errors.QuotaError``:
 QuotaEntityError, ThrottlingQuotaExceededError, QuotaConfigError, QuotaCallbackError) carries the
 code as its number, ``error_code``; the admin operations answer ``Errors(exc.error_code)``.
 """
