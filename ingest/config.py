@@ -47,11 +47,15 @@ kafka_listener:                 # the Kafka wire-protocol listener (ingest.trans
   request_read_timeout_ms: 30000       # a started request must arrive in full within this (slow clients)
   max_connections: 10000               # Kafka's listener.name.kafka.max.connections (Kafka: none)
   max_connection_creation_rate: 2147483647  # Kafka's listener.name.kafka.max.connection.creation.rate
+  security_protocol: null       # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; null: SSL with server.tls_*
+  sasl_enabled_mechanisms: [PLAIN, SCRAM-SHA-256, SCRAM-SHA-512]  # Kafka's sasl.enabled.mechanisms
+  connections_max_reauth_ms: 0  # SASL session lifetime (KIP-368; Kafka's connections.max.reauth.ms)
 security:
   tokens_file: null             # YAML {token: principal}: Authorization: Bearer <token>
   trusted_proxies: []           # exact addresses of fronting proxies (127.0.0.1/32: a pod-local sidecar)
   trusted_proxy_principals: []  # principals of the proxies' mTLS certificates ("User:CN=edge-proxy")
-  require_authentication: false # refuse User:ANONYMOUS on every port (the Kafka port then needs mTLS)
+  require_authentication: false # refuse User:ANONYMOUS on every port (the Kafka port: SASL or mTLS)
+  sasl_users_file: null         # YAML {user: password}: the SASL users of the Kafka listener
   super_users: []               # principals with every admin right (Kafka's super.users; "User:a;User:b")
   trusted_forwarders: []        # senders whose OTLP labels may name their clients' principals
 client_metrics:                 # Kafka's keys (subscriptions.config)
@@ -111,6 +115,7 @@ from ingest.push.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ingest.push.decoding import DEFAULT_DECODE_PROCESSES
 from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS
 from ingest.security.authentication import Authenticator, is_principal, load_tokens, parse_proxy_addresses
+from ingest.security.sasl import MECHANISMS, SaslCredentials
 from ingest.transports.connections import (
     DEFAULT_GATE_LIMITS,
     DEFAULT_HTTP_TIMEOUTS,
@@ -258,6 +263,17 @@ def _names(separator: str) -> Callable[[object], tuple[str, ...]]:
     return parse
 
 
+def _choice(*choices: str) -> Callable[[object], str]:
+    """One of ``choices``, exactly as written."""
+
+    def parse(value: object) -> str:
+        if value not in choices:
+            raise _BadValueError(f"must be one of {', '.join(choices)}, got {value!r}")
+        return str(value)
+
+    return parse
+
+
 def _mapping(value: object) -> dict[str, Any]:
     """A mapping with string keys (null: empty)."""
     if value is None:
@@ -294,6 +310,8 @@ def _parsed(
     return kwargs
 
 
+SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""Kafka's listener security protocols (``listener.security.protocol.map``'s values)."""
 _PORT: Final = _integer(0, 65535, "a port number (0 picks a free one)")
 _POSITIVE: Final = _integer(1, None, "a positive integer")
 _INT32: Final = _integer(1)  # Kafka's int config range: 1 to 2147483647
@@ -425,6 +443,47 @@ class KafkaListenerConfig:
     request_read_timeout_ms: int = _key(30_000, _INT32)
     max_connections: int = _key(DEFAULT_LISTENER_MAX_CONNECTIONS, _INT32)
     max_connection_creation_rate: int = _key(_INT_MAX, _INT32)
+    security_protocol: str | None = _key(None, _optional(_choice(*SECURITY_PROTOCOLS)))
+    sasl_enabled_mechanisms: tuple[str, ...] = _key(MECHANISMS, _names(","))
+    connections_max_reauth_ms: int = _key(0, _integer(0, None, "an integer >= 0 (0: sessions never expire)"))
+
+    def protocol(self, server: ServerConfig) -> str:
+        """The listener's security protocol: as configured, else SSL when the server has TLS files
+        (``server.tls_cert_file``), else PLAINTEXT."""
+        if self.security_protocol is not None:
+            return self.security_protocol
+        return "SSL" if server.tls_cert_file and server.tls_key_file else "PLAINTEXT"
+
+    def uses_sasl(self, server: ServerConfig) -> bool:
+        return self.port is not None and self.protocol(server).startswith("SASL_")
+
+    def uses_tls(self, server: ServerConfig) -> bool:
+        return self.protocol(server) in ("SSL", "SASL_SSL")
+
+    def validate(self, server: ServerConfig, sasl_users_file: str | None) -> list[str]:
+        """How the listener's security meets the server's TLS and the SASL users."""
+        if self.port is None:
+            return []
+        problems = []
+        if self.uses_tls(server) and not (server.tls_cert_file and server.tls_key_file):
+            problems.append(
+                f"kafka_listener.security_protocol {self.protocol(server)} needs server.tls_cert_file and "
+                "server.tls_key_file"
+            )
+        unknown = [m for m in self.sasl_enabled_mechanisms if m not in MECHANISMS]
+        if unknown:
+            problems.append(
+                f"kafka_listener.sasl_enabled_mechanisms: {', '.join(unknown)} not supported (the sink "
+                f"implements {', '.join(MECHANISMS)})"
+            )
+        if self.uses_sasl(server):
+            if not self.sasl_enabled_mechanisms:
+                problems.append("kafka_listener.sasl_enabled_mechanisms: a SASL listener needs one at least")
+            if sasl_users_file is None:
+                problems.append(
+                    f"kafka_listener.security_protocol {self.protocol(server)} needs security.sasl_users_file"
+                )
+        return problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,9 +499,13 @@ class SecurityConfig:
     trusted_proxy_principals: tuple[str, ...] = _key((), _names(";"))
     require_authentication: bool = _key(False, _boolean)
     trusted_forwarders: tuple[str, ...] = _key((), _names(";"))
+    sasl_users_file: str | None = _key(None, _PATH)
 
-    def validate(self, server: ServerConfig, kafka_port: int | None) -> list[str]:
-        """The problems of the section, and of how it meets ``server``'s TLS and the Kafka port."""
+    def validate(
+        self, server: ServerConfig, kafka_port: int | None, *, kafka_sasl: bool = False
+    ) -> list[str]:
+        """The problems of the section, and of how it meets ``server``'s TLS and the Kafka port (with
+        SASL when ``kafka_sasl``)."""
         problems = []
         if self.tokens_file is not None:
             try:
@@ -466,17 +529,29 @@ class SecurityConfig:
                 "security.trusted_proxy_principals needs mTLS (server.tls_client_ca_file): a proxy is "
                 "known by its client certificate"
             )
+        if self.sasl_users_file is not None:
+            try:
+                SaslCredentials.load(self.sasl_users_file)
+            except ValueError as exc:
+                problems += [f"security.sasl_users_file: {line}" for line in str(exc).splitlines()]
         if self.require_authentication:
-            if kafka_port is not None and not mtls:
+            if kafka_port is not None and not (mtls or kafka_sasl):
                 problems.append(
-                    "security.require_authentication: the Kafka listener has no SASL, its clients can "
-                    "only authenticate with a TLS client certificate: set server.tls_client_ca_file "
-                    "(mTLS) or turn the listener off (kafka_listener.port: null)"
+                    "security.require_authentication: the Kafka listener's clients cannot authenticate: "
+                    "set kafka_listener.security_protocol to SASL_PLAINTEXT or SASL_SSL, or "
+                    "server.tls_client_ca_file (mTLS), or turn the listener off (kafka_listener.port: null)"
                 )
-            if not (mtls or self.tokens_file or self.trusted_proxies or self.trusted_proxy_principals):
+            if not (
+                mtls
+                or kafka_sasl
+                or self.tokens_file
+                or self.trusted_proxies
+                or self.trusted_proxy_principals
+            ):
                 problems.append(
                     "security.require_authentication: no client could authenticate: set "
-                    "security.tokens_file, server.tls_client_ca_file (mTLS) or a trusted proxy"
+                    "security.tokens_file, server.tls_client_ca_file (mTLS), a trusted proxy or a SASL Kafka "
+                    "listener"
                 )
         return problems
 
@@ -659,7 +734,10 @@ class SinkConfig:
         """How the parsed sections meet (ports, TLS, push sizes, object-store commits, subscriptions)."""
         problems = (
             self.server.validate()
-            + self.security.validate(self.server, self.kafka_listener.port)
+            + self.security.validate(
+                self.server, self.kafka_listener.port, kafka_sasl=self.kafka_listener.uses_sasl(self.server)
+            )
+            + self.kafka_listener.validate(self.server, self.security.sasl_users_file)
             + commit_safety_problems(self.data_root, self.storage_options)
         )
         kafka_port = self.kafka_listener.port

@@ -75,6 +75,7 @@ from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.push.admission import Admission
 from ingest.push.metrics import metrics_exposition
 from ingest.push.pipeline import TelemetryPipeline
+from ingest.security.sasl import SaslCredentials
 from ingest.transports import (
     SERVER_OPTIONS,
     ClientTelemetryService,
@@ -83,6 +84,7 @@ from ingest.transports import (
     ListenerLimits,
     NodeInfo,
     QuotaGatedSite,
+    SaslSettings,
     create_http_app,
     otlp_metrics_handler,
     register_http_listener,
@@ -293,10 +295,11 @@ class Sink:
                 connections_max_idle_ms=kafka.connections_max_idle_ms,
                 request_read_timeout_ms=kafka.request_read_timeout_ms,
             ),
-            ssl_context=self._ssl_context(),
+            ssl_context=self._ssl_context() if kafka.uses_tls(self.config.server) else None,
             max_connections=kafka.max_connections,
             max_connection_creation_rate=kafka.max_connection_creation_rate,
             gate_limits=self.config.server.gate_limits(),
+            sasl=self._sasl_settings(),
         )
         await self.kafka.start(self.config.server.host, kafka.port)
         self.kafka_port = self.kafka.port
@@ -310,6 +313,16 @@ class Sink:
         """The sampler's pause: ``seconds``, or less when the sink stops."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    def _sasl_settings(self) -> SaslSettings | None:
+        kafka, users_file = self.config.kafka_listener, self.config.security.sasl_users_file
+        if not kafka.uses_sasl(self.config.server) or users_file is None:
+            return None
+        return SaslSettings(
+            kafka.sasl_enabled_mechanisms,
+            SaslCredentials.load(users_file),
+            connections_max_reauth_ms=kafka.connections_max_reauth_ms,
+        )
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         server = self.config.server

@@ -32,6 +32,11 @@ timed; then the client stops issuing and waits for every answer.
   its connection, and the sink evicts it when the connection closes, PD-8). With several instances
   per connection (default 4) a connection always has one ready, so this does not limit its load.
 
+- **SASL** (``kafka-sasl``): the Kafka path again, against a sink whose listener is ``SASL_PLAINTEXT``;
+  each connection authenticates once with SCRAM-SHA-256 (SaslHandshake v1 and two SaslAuthenticate v2
+  round trips, untimed, as librdkafka does) after its ApiVersions. Its ratio is over the PLAINTEXT
+  Kafka path's pushes/s (issue 21's goal: >= 0.9).
+
 Each path gets a fresh sink process with the same config (in a subdirectory of ``--workdir``), so
 neither inherits the other's instance cache, Delta table or warm-up. After each path the sink is
 stopped (SIGTERM) and its Delta table must hold exactly one row per acknowledged push, per instance.
@@ -72,12 +77,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import scramp
 from kio.index import load_response_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
 from kio.schema.push_telemetry.v0.request import PushTelemetryRequest
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i16, i32
 
@@ -106,6 +115,8 @@ FRAME_SIZE: Final = struct.Struct(">i")
 PUSH_RESPONSE: Final = struct.Struct(">iBihB")
 """PushTelemetry v0's answer: header v1 (correlation id, no tagged fields), throttle_time_ms,
 error_code, no tagged fields."""
+SASL_MECHANISM: Final = "SCRAM-SHA-256"
+SASL_USER: Final = ("bench", "bench-secret")
 MAX_PIPELINE: Final = 5  # max.in.flight.requests.per.connection that Kafka clients allow
 DRAIN_TIMEOUT_S: Final = 60.0  # the answers still due when the window ends
 SETUP_TIMEOUT_S: Final = 30.0
@@ -113,17 +124,22 @@ ZERO_UUID: Final = uuid.UUID(int=0)  # "assign me an id"
 SETUP_CONCURRENCY: Final = 64  # connections being set up at once (the listener's backlog is 128)
 
 
+PATHS: Final = (("grpc", "gRPC"), ("kafka", "Kafka"), ("kafka-sasl", "SASL"))
+"""The paths, in the order they run: the Kafka one twice, PLAINTEXT and SASL_PLAINTEXT (SCRAM-SHA-256)."""
+
+
 def encode_request(request: Any, correlation_id: int, client_id: str) -> bytes:
-    """A kio request entity (header v2 versions only: ApiVersions v3, api keys 71 and 72 v0) as a
-    size-prefixed frame."""
-    header = RequestHeader(
+    """A kio request entity as a size-prefixed frame, with the request header its version uses (v1, or
+    v2 in flexible versions)."""
+    header_schema = RequestHeader if request.__header_schema__ is RequestHeader else RequestHeaderV1
+    header = header_schema(
         request_api_key=i16(request.__api_key__),
         request_api_version=i16(request.__version__),
         correlation_id=i32(correlation_id),
         client_id=client_id,
     )
     buffer = io.BytesIO()
-    entity_writer(RequestHeader)(buffer, header)
+    entity_writer(header_schema)(buffer, header)
     entity_writer(type(request))(buffer, request)
     body = buffer.getvalue()
     return FRAME_SIZE.pack(len(body)) + body
@@ -147,8 +163,10 @@ class _KafkaInstance:
 class _KafkaConnection:
     """One TCP connection to the listener and the instances it carries."""
 
-    def __init__(self, instances: list[_KafkaInstance]) -> None:
+    def __init__(self, instances: list[_KafkaInstance], sasl: tuple[str, str] | None = None) -> None:
         self.instances = instances
+        self.sasl = sasl
+        """(user, password) to authenticate with (SCRAM-SHA-256) on a SASL listener."""
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
         self._correlation = itertools.count(-1, -1)  # setup requests; pushes use instance indexes
@@ -170,6 +188,26 @@ class _KafkaConnection:
         body, _ = entity_reader(schema)(frame, offset)
         return body
 
+    async def _authenticate(self, user: str, password: str) -> None:
+        """SCRAM-SHA-256 in SaslAuthenticate v2 requests, as librdkafka does it (setup only, not timed)."""
+        client_id = self.instances[0].client_id
+        handshake = await self._request(SaslHandshakeRequest(mechanism=SASL_MECHANISM), client_id)
+        if handshake.error_code != ErrorCode.none:
+            raise RuntimeError(f"SaslHandshake answered {handshake}")
+        scram = scramp.ScramClient([SASL_MECHANISM], user, password)
+        first = await self._request(
+            SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode()), client_id
+        )
+        if first.error_code != ErrorCode.none:
+            raise RuntimeError(f"SaslAuthenticate answered {first}")
+        scram.set_server_first(first.auth_bytes.decode())
+        final = await self._request(
+            SaslAuthenticateRequest(auth_bytes=scram.get_client_final().encode()), client_id
+        )
+        if final.error_code != ErrorCode.none:
+            raise RuntimeError(f"SaslAuthenticate answered {final}")
+        scram.set_server_final(final.auth_bytes.decode())
+
     async def open(self, port: int) -> None:
         """Connect, ApiVersions v3, then one GetTelemetrySubscriptions per instance; encode each
         instance's push frames."""
@@ -187,6 +225,8 @@ class _KafkaConnection:
                 or not {GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY} <= v0
             ):
                 raise RuntimeError(f"ApiVersions v3 answered {versions}")
+            if self.sasl is not None:
+                await self._authenticate(*self.sasl)
             for instance in self.instances:
                 r = await self._request(
                     GetTelemetrySubscriptionsRequest(client_instance_id=ZERO_UUID), instance.client_id
@@ -313,7 +353,14 @@ class _KafkaConnection:
 class KafkaFleet:
     """Simulated librdkafka instances pushing over many connections to one Kafka listener."""
 
-    def __init__(self, port: int, groups: Sequence[PayloadGroup], instances: int, connections: int) -> None:
+    def __init__(
+        self,
+        port: int,
+        groups: Sequence[PayloadGroup],
+        instances: int,
+        connections: int,
+        sasl: tuple[str, str] | None = None,
+    ) -> None:
         if instances < connections:
             raise ValueError("need at least one instance per connection")
         self.port = port
@@ -321,7 +368,7 @@ class KafkaFleet:
             _KafkaInstance(n, f"{groups[n % len(groups)].kind}-{n % 1000}", groups[n % len(groups)])
             for n in range(instances)
         ]
-        self.connections = [_KafkaConnection(fleet[c::connections]) for c in range(connections)]
+        self.connections = [_KafkaConnection(fleet[c::connections], sasl) for c in range(connections)]
         self.stats = Stats()
 
     async def subscribe(self) -> None:
@@ -395,10 +442,11 @@ async def drive_grpc(server: Server, args: argparse.Namespace) -> dict[str, Any]
     )
 
 
-async def drive_kafka(server: Server, args: argparse.Namespace) -> dict[str, Any]:
+async def drive_kafka(server: Server, args: argparse.Namespace, sasl: bool = False) -> dict[str, Any]:
     if server.kafka_port is None:
         raise SystemExit("the sink did not announce a Kafka listener (kafka_listener.port)")
-    fleet = KafkaFleet(server.kafka_port, load_payloads(), args.instances, args.connections)
+    credentials = SASL_USER if sasl else None
+    fleet = KafkaFleet(server.kafka_port, load_payloads(), args.instances, args.connections, credentials)
     result = await _measured(
         server, fleet, lambda: fleet.run_saturated(args.pipeline, args.warmup_s, args.duration_s), args
     )
@@ -413,10 +461,19 @@ def run_path(path: str, workdir: Path, args: argparse.Namespace) -> dict[str, An
     """One path against a fresh sink; its Delta table checked against the acknowledged pushes."""
     directory = workdir / path
     directory.mkdir(parents=True, exist_ok=True)
-    server = start_sink(directory, args.interval_ms, max_in_flight=args.sink_max_in_flight or None)
+    kafka_extra = ""
+    if path == "kafka-sasl":
+        users = directory / "users.yaml"
+        users.write_text(f"{SASL_USER[0]}: {SASL_USER[1]}\n")
+        kafka_extra = f"\n  security_protocol: SASL_PLAINTEXT\nsecurity:\n  sasl_users_file: {users}"
+    server = start_sink(
+        directory, args.interval_ms, max_in_flight=args.sink_max_in_flight or None, kafka_extra=kafka_extra
+    )
     try:
-        drive = drive_grpc if path == "grpc" else drive_kafka
-        result = asyncio.run(drive(server, args))
+        if path == "grpc":
+            result = asyncio.run(drive_grpc(server, args))
+        else:
+            result = asyncio.run(drive_kafka(server, args, sasl=path == "kafka-sasl"))
     finally:
         code = server.stop()
     if code != 0:
@@ -451,7 +508,7 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> None
     )
     print(header)
     print("  " + "-" * (len(header) - 2))
-    for path, label in (("grpc", "gRPC"), ("kafka", "Kafka")):
+    for path, label in PATHS:
         if path not in results:
             continue
         r = results[path]
@@ -461,7 +518,7 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> None
             f"{r['error_count']:>8,}{r['throttled']:>10,}{r['sink_cpu']:>10.2f}{r['client_cpu']:>11.2f}"
             f"{r['table']['rows']:>12,}"
         )
-    for path, label in (("grpc", "gRPC"), ("kafka", "Kafka")):
+    for path, label in PATHS:
         if path not in results:
             continue
         r = results[path]
@@ -476,6 +533,10 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> None
     if "grpc" in results and "kafka" in results and results["grpc"]["accepted_per_s"]:
         ratio = results["kafka"]["accepted_per_s"] / results["grpc"]["accepted_per_s"]
         print(f"  ratio (accepted pushes/s, Kafka / gRPC)   {ratio:.3f}")
+    sasl_ratio = None
+    if "kafka" in results and "kafka-sasl" in results and results["kafka"]["accepted_per_s"]:
+        sasl_ratio = results["kafka-sasl"]["accepted_per_s"] / results["kafka"]["accepted_per_s"]
+        print(f"  ratio (accepted pushes/s, SASL_PLAINTEXT {SASL_MECHANISM} / PLAINTEXT)   {sasl_ratio:.3f}")
     print(
         json.dumps(
             {
@@ -493,6 +554,7 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> None
                 "duration_s": args.duration_s,
                 **results,
                 "ratio": ratio,
+                "sasl_ratio": sasl_ratio,
             }
         )
     )
@@ -525,7 +587,7 @@ def main() -> None:
         help="the sink's server.max_concurrent_requests (default: twice the larger of the two paths' "
         "pushes in flight, so admission never sheds the load; 0: the sink's own default)",
     )
-    parser.add_argument("--only", choices=("grpc", "kafka"), help="run one path only (no ratio)")
+    parser.add_argument("--only", choices=[path for path, _ in PATHS], help="run one path only (no ratio)")
     parser.add_argument("--workdir", type=Path, help="kept afterwards (default: a temporary directory)")
     args = parser.parse_args()
     if args.grpc_concurrency is None:
@@ -539,7 +601,7 @@ def main() -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kafka-listener-bench-"))
     results: dict[str, dict[str, Any]] = {}
     try:
-        for path in ("grpc", "kafka"):
+        for path, _ in PATHS:
             if args.only in (None, path):
                 results[path] = run_path(path, workdir, args)
         report(args, results)

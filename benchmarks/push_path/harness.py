@@ -305,7 +305,7 @@ server:
   http_port: 0
   shutdown_grace_s: 60{extra_server}
 kafka_listener:
-  port: 0
+  port: 0{kafka_extra}
 subscriptions:
   bench: {{metrics: "org.apache.kafka.", interval.ms: {interval_ms}}}
 """
@@ -317,16 +317,25 @@ def admission_configurable() -> bool:
 
 
 def start_sink(
-    workdir: Path, interval_ms: int, profile_to: Path | None = None, max_in_flight: int | None = None
+    workdir: Path,
+    interval_ms: int,
+    profile_to: Path | None = None,
+    max_in_flight: int | None = None,
+    kafka_extra: str = "",
 ) -> Server:
     """``telemetry-sink serve`` with its default (Delta) exporter landing under ``workdir``; with
     ``profile_to``, the same ``serve`` under cProfile (``profiled_serve.py``); ``max_in_flight`` sets
-    ``server.max_concurrent_requests`` (else the sink's default)."""
+    ``server.max_concurrent_requests`` (else the sink's default); ``kafka_extra`` is YAML appended
+    after ``kafka_listener.port`` (more listener keys, then other sections)."""
     config = workdir / "telemetry-sink.yaml"
     extra = ""
     if max_in_flight is not None and admission_configurable():
         extra = f"\n  max_concurrent_requests: {max_in_flight}"
-    config.write_text(SINK_CONFIG.format(root=workdir / "data", interval_ms=interval_ms, extra_server=extra))
+    config.write_text(
+        SINK_CONFIG.format(
+            root=workdir / "data", interval_ms=interval_ms, extra_server=extra, kafka_extra=kafka_extra
+        )
+    )
     if profile_to is None:
         command = [str(Path(sys.executable).with_name("telemetry-sink")), "serve", "--config", str(config)]
     else:

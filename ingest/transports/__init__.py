@@ -16,7 +16,7 @@ The paths, headers and service names they serve are ``ingest.wire``'s.
 from ingest.transports.connections import QuotaGatedSite, register_http_listener
 from ingest.transports.grpc_service import ClientTelemetryService
 from ingest.transports.http_app import SERVER_OPTIONS, create_http_app, request_client
-from ingest.transports.kafka import KafkaApis, KafkaListener, ListenerLimits, NodeInfo
+from ingest.transports.kafka import KafkaApis, KafkaListener, ListenerLimits, NodeInfo, SaslSettings
 from ingest.transports.otlp_grpc import otlp_metrics_handler
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "ListenerLimits",
     "NodeInfo",
     "QuotaGatedSite",
+    "SaslSettings",
     "create_http_app",
     "otlp_metrics_handler",
     "register_http_listener",

@@ -370,6 +370,40 @@ def test_tls_and_tokens_come_from_existing_secrets(tmp_path: Path) -> None:
     }
 
 
+def test_a_sasl_kafka_listener_gets_its_users_from_an_existing_secret(tmp_path: Path) -> None:
+    kafka = {
+        "enabled": True,
+        "securityProtocol": "SASL_SSL",
+        "saslEnabledMechanisms": ["SCRAM-SHA-512"],
+        "connectionsMaxReauthMs": 3600000,
+        "saslUsersSecret": "sink-sasl-users",
+    }
+    values = _merge(VARIANTS["tls"], {"kafkaListener": kafka})
+    pod = one(values, "Deployment")["spec"]["template"]["spec"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert secrets["sasl-users"] == "sink-sasl-users"
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["sasl-users"] == "/etc/telemetry-sink/sasl"
+    document = yaml.safe_load(sink_config(values))
+    assert document["security"]["sasl_users_file"] == "/etc/telemetry-sink/sasl/users.yaml"
+    users = tmp_path / "users.yaml"
+    users.write_text("alice: secret\n")
+    document["security"]["sasl_users_file"] = str(users)
+    for key in ("tls_cert_file", "tls_key_file", "tls_client_ca_file"):
+        (tmp_path / key).write_text("PEM")  # the config checks the files exist; the listener is not started
+        document["server"][key] = str(tmp_path / key)
+    listener = SinkConfig.from_document(document).kafka_listener
+    assert listener.security_protocol == "SASL_SSL"
+    assert listener.sasl_enabled_mechanisms == ("SCRAM-SHA-512",)
+    assert listener.connections_max_reauth_ms == 3600000
+
+
+def test_a_sasl_kafka_listener_without_a_users_secret_is_refused_at_render() -> None:
+    with pytest.raises(helm.HelmRenderError) as refused:
+        render({"kafkaListener": {"enabled": True, "securityProtocol": "SASL_PLAINTEXT"}})
+    assert "needs kafkaListener.saslUsersSecret" in str(refused.value)
+
+
 def test_object_store_credentials_reach_every_pod_from_a_secret() -> None:
     values = VARIANTS["object store"]
     assert not [m for m in manifests(values) if m["kind"] == "PersistentVolumeClaim"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 
@@ -498,3 +499,51 @@ def test_issue20_the_admin_commands_token_variable_is_not_a_setting() -> None:
     with pytest.raises(SinkConfigError) as info:
         SinkConfig.load(env={TOKEN_ENV: "s3cret", "TELEMETRY_SINK_ADMIN_TOKENS": "x"})
     assert info.value.problems == ["TELEMETRY_SINK_ADMIN_TOKENS: unknown setting"]
+
+
+def _sasl_problems(
+    tmp_path: Path, kafka: Mapping[str, object], security: Mapping[str, object], tls: bool
+) -> str:
+    server: dict[str, object] = {}
+    if tls:
+        server = {"tls_cert_file": str(tmp_path / "c.pem"), "tls_key_file": str(tmp_path / "k.pem")}
+    try:
+        SinkConfig.from_document({"kafka_listener": kafka, "security": security, "server": server})
+    except SinkConfigError as exc:
+        return str(exc)
+    return ""
+
+
+def test_kafka_listener_security_protocol_follows_kafkas_names_and_needs_what_each_uses(
+    tmp_path: Path,
+) -> None:
+    users = tmp_path / "users.yaml"
+    users.write_text("alice: secret\n")
+    with_users = {"sasl_users_file": str(users)}
+    assert "needs security.sasl_users_file" in _sasl_problems(
+        tmp_path, {"security_protocol": "SASL_PLAINTEXT"}, {}, tls=False
+    )
+    assert "SASL_SSL needs server.tls_cert_file" in _sasl_problems(
+        tmp_path, {"security_protocol": "SASL_SSL"}, with_users, tls=False
+    )
+    assert "GSSAPI not supported" in _sasl_problems(
+        tmp_path,
+        {"security_protocol": "SASL_PLAINTEXT", "sasl_enabled_mechanisms": "GSSAPI,PLAIN"},
+        with_users,
+        tls=False,
+    )
+    assert "must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL" in _sasl_problems(
+        tmp_path, {"security_protocol": "sasl_plaintext"}, with_users, tls=False
+    )
+    secured = {"security_protocol": "SASL_PLAINTEXT"}
+    assert _sasl_problems(tmp_path, secured, {**with_users, "require_authentication": True}, tls=False) == ""
+    config = SinkConfig.from_document({"kafka_listener": {"sasl_enabled_mechanisms": "SCRAM-SHA-512"}})
+    assert config.kafka_listener.sasl_enabled_mechanisms == ("SCRAM-SHA-512",)
+    assert config.kafka_listener.protocol(config.server) == "PLAINTEXT"
+
+
+def test_a_bad_sasl_users_file_is_a_config_problem(tmp_path: Path) -> None:
+    users = tmp_path / "users.yaml"
+    users.write_text("alice: ''\n")
+    problems = _sasl_problems(tmp_path, {}, {"sasl_users_file": str(users)}, tls=False)
+    assert "security.sasl_users_file: user 'alice': the password is empty" in problems

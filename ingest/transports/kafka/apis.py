@@ -13,6 +13,9 @@
   UNSUPPORTED_ENDPOINT_TYPE).
 - GetTelemetrySubscriptions (71) and PushTelemetry (72), v0: the pipeline's answer, the same as over
   gRPC and HTTP; the connection is the pipeline's ``channel``, which quota throttles mute.
+- SaslHandshake (17), v0-1, and SaslAuthenticate (36), v0-2: ILLEGAL_SASL_STATE (34), as Kafka's APIs
+  answer them on an authenticated connection or a listener without SASL; the authentication itself is
+  the listener's (``sasl``), before any request reaches the APIs.
 - DescribeClientQuotas (48) and AlterClientQuotas (49), v0-1: the admin operations (``SinkAdmin``),
   super users only; AlterClientQuotas goes through the mutation quota, whose throttle also mutes the
   connection.
@@ -54,6 +57,8 @@ from ingest.transports.kafka.protocol import (
     GET_TELEMETRY_SUBSCRIPTIONS,
     METADATA,
     PUSH_TELEMETRY,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     SUPPORTED_VERSIONS,
     FrameError,
     RequestHeader,
@@ -144,6 +149,8 @@ class KafkaApis:
             PUSH_TELEMETRY: self._push_telemetry,
             DESCRIBE_CLIENT_QUOTAS: self._describe_client_quotas,
             ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
+            SASL_HANDSHAKE: self._sasl_handshake,
+            SASL_AUTHENTICATE: self._sasl_authenticate,
         }
         assert set(self._handlers) == set(SUPPORTED_VERSIONS)
 
@@ -163,6 +170,22 @@ class KafkaApis:
             return encode_response(api_key, api_version, correlation_id, response)
         except Exception as exc:  # a value the version cannot carry, from what the client sent
             raise FrameError(f"no {api_key}v{api_version} answer can carry this: {exc!r}") from exc
+
+    # -- SASL, once authenticated (or on a listener without it) ---------------------------------
+
+    async def _sasl_handshake(self, header: RequestHeader, body: Any, connection: KafkaConnection) -> Any:
+        """A handshake the listener did not take as a re-authentication (``sasl``): ILLEGAL_SASL_STATE."""
+        schema = response_schema(SASL_HANDSHAKE, header.api_version)
+        return build(schema, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
+
+    async def _sasl_authenticate(self, header: RequestHeader, body: Any, connection: KafkaConnection) -> Any:
+        schema = response_schema(SASL_AUTHENTICATE, header.api_version)
+        return build(
+            schema,
+            error_code=ErrorCode.illegal_sasl_state,
+            error_message="SaslAuthenticate request received after successful authentication",
+            auth_bytes=b"",
+        )
 
     # -- cluster ------------------------------------------------------------------------------
 

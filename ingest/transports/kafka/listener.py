@@ -46,6 +46,7 @@ from typing import Final
 from ingest.security.authentication import AuthenticationError
 from ingest.security.identity import java_host_address
 from ingest.security.principals import certificate_principal
+from ingest.security.sasl import sasl_principal
 from ingest.transports.connections import (
     DEFAULT_GATE_LIMITS,
     DEFAULT_LISTENER_MAX_CONNECTIONS,
@@ -56,6 +57,7 @@ from ingest.transports.connections import (
 )
 from ingest.transports.kafka.apis import KafkaApis
 from ingest.transports.kafka.protocol import API_KEY, FRAME_SIZE, PUSH_TELEMETRY, FrameError
+from ingest.transports.kafka.sasl import KafkaSasl, SaslSettings
 from quotas import Clock, ConnectionQuotas
 from subscriptions import ClientContext, ClientMetricsManager
 
@@ -107,6 +109,7 @@ class _Connection:
         "local_address",
         "peer",
         "principal",
+        "sasl",
     )
 
     def __init__(
@@ -137,6 +140,14 @@ class _Connection:
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{index}"
         tls = writer.get_extra_info("ssl_object")
         self.principal = certificate_principal(tls.getpeercert(binary_form=True) if tls else None)
+        self.sasl = (
+            None
+            if listener.sasl is None
+            else KafkaSasl(listener.sasl, self._api_versions, listener.clock.now_ms)
+        )
+
+    async def _api_versions(self, frame: bytes) -> bytes:
+        return await self._listener.apis.respond(frame, self)
 
     # -- KafkaConnection ------------------------------------------------------------------------
 
@@ -175,67 +186,86 @@ class _Connection:
 
     async def serve(self) -> None:
         limits = self._listener.limits
-        reader, writer = self._reader, self._writer
         idle_s = limits.connections_max_idle_ms / 1000
-        read_s = limits.request_read_timeout_ms / 1000
-        apis = self._listener.apis
-        try:
-            apis.pipeline.authenticator.connection_principal(self.principal)
-        except AuthenticationError as exc:
-            self._close_because(str(exc))
-            return
+        if self.sasl is None:  # with SASL, every connection authenticates before its first API request
+            try:
+                self._listener.apis.pipeline.authenticator.connection_principal(self.principal)
+            except AuthenticationError as exc:
+                self._close_because(str(exc))
+                return
         while not self._listener.stopping:
             if not self._unmuted.is_set() and not await self._unmuted_unless_gone():
                 self._close_because("the client went away while muted")
                 return
-            try:
-                async with asyncio.timeout(idle_s):
-                    first = await reader.readexactly(1)
-                self.busy = True
-            except asyncio.IncompleteReadError:
-                return  # the client closed the connection between requests
-            except TimeoutError:
-                self._close_because(f"idle for {limits.connections_max_idle_ms} ms")
+            frame = await self._read_frame()
+            if frame is None:
                 return
             try:
-                async with asyncio.timeout(read_s):
-                    (size,) = FRAME_SIZE.unpack(first + await reader.readexactly(3))
-                    if not 0 < size <= limits.socket_request_max_bytes:
-                        self._close_because(
-                            f"a request of {size} bytes (socket.request.max.bytes is "
-                            f"{limits.socket_request_max_bytes})"
-                        )
-                        return
-                    head = await reader.readexactly(min(size, API_KEY.size))
-                    api_key = API_KEY.unpack(head)[0] if len(head) == API_KEY.size else None
-                    if size > limits.request_max_bytes(api_key):
-                        self._close_because(
-                            f"a request of {size} bytes for api key {api_key} (at most "
-                            f"{limits.request_max_bytes(api_key)} for it)"
-                        )
-                        return
-                    frame = head + await reader.readexactly(size - len(head))
-            except asyncio.IncompleteReadError as exc:
-                self._close_because(
-                    f"closed by the client in the middle of a request ({len(exc.partial)} bytes)"
-                )
-                return
-            except TimeoutError:
-                self._close_because(f"a request not complete within {limits.request_read_timeout_ms} ms")
-                return
-            try:
-                response = await apis.respond(frame, self)
+                response, close = await self._respond(frame)
             except FrameError as exc:
                 self._close_because(str(exc))
                 return
-            writer.write(response)
+            if response is not None:
+                self._writer.write(response)
             try:
                 async with asyncio.timeout(idle_s):
-                    await writer.drain()
+                    await self._writer.drain()
             except TimeoutError:
                 self._close_because(f"answers not read for {limits.connections_max_idle_ms} ms")
                 return
+            if close:
+                self._close_because("SASL authentication failed or a request came out of its order")
+                return
             self.busy = False
+
+    async def _read_frame(self) -> bytes | None:
+        """The next request frame; None when the connection is to be closed (said why in the log)."""
+        limits = self._listener.limits
+        reader = self._reader
+        try:
+            async with asyncio.timeout(limits.connections_max_idle_ms / 1000):
+                first = await reader.readexactly(1)
+            self.busy = True
+        except asyncio.IncompleteReadError:
+            return None  # the client closed the connection between requests
+        except TimeoutError:
+            self._close_because(f"idle for {limits.connections_max_idle_ms} ms")
+            return None
+        try:
+            async with asyncio.timeout(limits.request_read_timeout_ms / 1000):
+                (size,) = FRAME_SIZE.unpack(first + await reader.readexactly(3))
+                if not 0 < size <= limits.socket_request_max_bytes:
+                    self._close_because(
+                        f"a request of {size} bytes (socket.request.max.bytes is "
+                        f"{limits.socket_request_max_bytes})"
+                    )
+                    return None
+                head = await reader.readexactly(min(size, API_KEY.size))
+                api_key = API_KEY.unpack(head)[0] if len(head) == API_KEY.size else None
+                if size > limits.request_max_bytes(api_key):
+                    self._close_because(
+                        f"a request of {size} bytes for api key {api_key} (at most "
+                        f"{limits.request_max_bytes(api_key)} for it)"
+                    )
+                    return None
+                return head + await reader.readexactly(size - len(head))
+        except asyncio.IncompleteReadError as exc:
+            self._close_because(f"closed by the client in the middle of a request ({len(exc.partial)} bytes)")
+        except TimeoutError:
+            self._close_because(f"a request not complete within {limits.request_read_timeout_ms} ms")
+        return None
+
+    async def _respond(self, frame: bytes) -> tuple[bytes | None, bool]:
+        """The answer to a frame, and whether to close the connection after it."""
+        sasl = self.sasl
+        if sasl is None or not sasl.intercepts(frame):
+            return await self._listener.apis.respond(frame, self), False
+        was = sasl.username
+        answer, close = await sasl.respond(frame)
+        if sasl.authenticated and sasl.username != was:
+            self.principal = sasl_principal(sasl.username or "")
+            self._contexts.clear()
+        return answer, close
 
     async def _unmuted_unless_gone(self) -> bool:
         """Wait for the throttle to end (True), or for the client to close or reset (False)."""
@@ -284,8 +314,12 @@ class KafkaListener:
         max_connections: int = DEFAULT_LISTENER_MAX_CONNECTIONS,
         max_connection_creation_rate: int = 2147483647,
         gate_limits: GateLimits = DEFAULT_GATE_LIMITS,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.apis = apis
+        self.sasl = sasl
+        """SASL_PLAINTEXT / SASL_SSL when set (``sasl``); else every connection is what its TLS says."""
+        self.clock = clock
         self.manager = manager
         self.limits = limits or ListenerLimits()
         register_listener(

@@ -67,6 +67,8 @@ __all__ = [
     "MAX_TAGGED_FIELDS",
     "METADATA",
     "PUSH_TELEMETRY",
+    "SASL_AUTHENTICATE",
+    "SASL_HANDSHAKE",
     "SUPPORTED_VERSIONS",
     "FrameError",
     "RequestHeader",
@@ -79,7 +81,9 @@ __all__ = [
 ]
 
 METADATA: Final = 3
+SASL_HANDSHAKE: Final = 17
 API_VERSIONS: Final = 18
+SASL_AUTHENTICATE: Final = 36
 DESCRIBE_CLIENT_QUOTAS: Final = 48
 ALTER_CLIENT_QUOTAS: Final = 49
 DESCRIBE_CLUSTER: Final = 60
@@ -89,7 +93,9 @@ PUSH_TELEMETRY: Final = 72
 SUPPORTED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
     {
         METADATA: (0, 12),
+        SASL_HANDSHAKE: (0, 1),
         API_VERSIONS: (0, 3),
+        SASL_AUTHENTICATE: (0, 2),
         DESCRIBE_CLIENT_QUOTAS: (0, 1),
         ALTER_CLIENT_QUOTAS: (0, 1),
         DESCRIBE_CLUSTER: (0, 1),

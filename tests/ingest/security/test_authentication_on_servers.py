@@ -373,13 +373,15 @@ async def test_F8_required_authentication_closes_kafka_connections_without_a_cer
     assert "presented no client certificate (the Kafka port has no SASL)" in caplog.text
 
 
-def test_F8_required_authentication_needs_mtls_on_the_kafka_port_and_some_way_to_authenticate(
+def test_F8_required_authentication_needs_sasl_or_mtls_on_the_kafka_port_and_some_way_to_authenticate(
     tmp_path: Path,
 ) -> None:
     with pytest.raises(SinkConfigError) as refused:
         SinkConfig.from_document({"security": {"require_authentication": True}})
     problems = "\n".join(refused.value.problems)
-    assert "the Kafka listener has no SASL" in problems
+    assert (
+        "the Kafka listener's clients cannot authenticate: set kafka_listener.security_protocol" in problems
+    )
     assert "no client could authenticate" in problems
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text(f'"{TOKEN}": "User:alice"\n')
@@ -388,6 +390,13 @@ def test_F8_required_authentication_needs_mtls_on_the_kafka_port_and_some_way_to
         "kafka_listener": {"port": None},
     }
     assert SinkConfig.from_document(document).security.authenticator().require_authentication
+    users = tmp_path / "users.yaml"
+    users.write_text("alice: secret\n")
+    sasl = {
+        "security": {"require_authentication": True, "sasl_users_file": str(users)},
+        "kafka_listener": {"security_protocol": "SASL_PLAINTEXT"},
+    }
+    assert SinkConfig.from_document(sasl).kafka_listener.uses_sasl(ServerConfig())
 
 
 # -- OTLP instance ids belong to a principal (F8) -------------------------------------------------

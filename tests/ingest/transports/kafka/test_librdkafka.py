@@ -9,10 +9,7 @@ exporter sets as each push lands, never for wall time as such."""
 
 from __future__ import annotations
 
-import asyncio
-import gc
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,12 +21,12 @@ from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-from exporters import Exporter, ExportResult, TelemetryPush
 from ingest.config import SinkConfig
 from ingest.server import Sink
 from subscriptions import ClientContext, kafka_uuid_string
 from subscriptions.metrics import PUSH
 from tests.support.clock import eventually
+from tests.support.librdkafka import Landed, running_client
 
 pytestmark = pytest.mark.integration
 
@@ -37,35 +34,6 @@ INTERVAL_MS = 300
 SUBSCRIPTION = "kafka-client-metrics"
 ADMIN = ClientContext(principal="User:admin")
 SOFTWARE_VERSION = f"{confluent_kafka.__version__}-rdkafka-{confluent_kafka.libversion()[0]}"
-WAIT_S = 60  # a hang guard: each wait below ends as soon as the pushes it waits for have landed
-
-
-class Landed(Exporter):
-    """The sink's real exporter, with an event per landed push for the test to wait on."""
-
-    def __init__(self, inner: Exporter) -> None:
-        self.inner = inner
-        self.pushes: list[TelemetryPush] = []
-        self._changed = asyncio.Event()
-
-    async def start(self) -> None:
-        await self.inner.start()
-
-    async def export(self, push: TelemetryPush) -> ExportResult:
-        result = await self.inner.export(push)
-        if result is ExportResult.SUCCESS:
-            self.pushes.append(push)
-            self._changed.set()
-        return result
-
-    async def shutdown(self) -> None:
-        await self.inner.shutdown()
-
-    async def until(self, predicate: Callable[[list[TelemetryPush]], bool]) -> None:
-        async with asyncio.timeout(WAIT_S):
-            while not predicate(self.pushes):
-                self._changed.clear()
-                await self._changed.wait()
 
 
 @asynccontextmanager
@@ -90,47 +58,6 @@ async def running_sink(tmp_path: Path, **client_metrics: object) -> AsyncIterato
         yield sink, landed
     finally:
         await sink.stop()
-
-
-class ClientThread:
-    """A client made, polled and closed in its own thread; the test reaches it only through
-    ``call``, so that the thread holds its last reference and closing it really destroys it (Producer
-    and AdminClient send their terminating push then)."""
-
-    def __init__(self, make: Callable[[], Any], close: Callable[[Any], None] | None = None) -> None:
-        self._make = make
-        self._close = close
-        self._client: Any = None
-        self._stop = threading.Event()
-
-    def _run(self, loop: asyncio.AbstractEventLoop, ready: asyncio.Event) -> None:
-        self._client = self._make()
-        loop.call_soon_threadsafe(ready.set)
-        while not self._stop.is_set():
-            self._client.poll(0.05)
-        if self._close is not None:
-            self._close(self._client)
-        self._client = None  # the last reference: rd_kafka_destroy runs here, in this thread
-        gc.collect()
-
-    async def call(self, function: Callable[[Any], Any]) -> Any:
-        return await asyncio.to_thread(function, self._client)
-
-
-@asynccontextmanager
-async def running_client(
-    make: Callable[[], Any], close: Callable[[Any], None] | None = None
-) -> AsyncIterator[ClientThread]:
-    """The client runs until the block ends, then is closed; the block waits for that."""
-    client = ClientThread(make, close)
-    ready = asyncio.Event()
-    thread = asyncio.create_task(asyncio.to_thread(client._run, asyncio.get_running_loop(), ready))
-    try:
-        await asyncio.wait([thread, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
-        yield client
-    finally:
-        client._stop.set()
-        await thread
 
 
 def _bootstrap(sink: Sink, **conf: str) -> dict[str, str | int | float | bool]:

@@ -1,0 +1,232 @@
+"""SASL on the Kafka listener, frame by frame as Kafka's ``SaslServerAuthenticator`` answers them: the
+handshake, the tokens in SaslAuthenticate (v1) or bare (v0), the errors UNSUPPORTED_SASL_MECHANISM,
+SASL_AUTHENTICATION_FAILED and ILLEGAL_SASL_STATE, the closes, and re-authentication (KIP-368)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import scramp
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as SaslAuthenticateV0
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as SaslAuthenticateV2
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as SaslHandshakeV1
+
+from ingest.security.sasl import MECHANISMS, SaslCredentials
+from ingest.transports.kafka import SaslSettings
+from tests.support.clock import FakeClock
+from tests.support.kafka import KafkaClient, KafkaServed, serving_kafka
+
+USERS = SaslCredentials({"alice": "alice-secret", "bob": "bob-secret"})
+METADATA = MetadataRequest(topics=(), include_topic_authorized_operations=False)
+PLAIN_ALICE = b"\0alice\0alice-secret"
+
+
+@asynccontextmanager
+async def sasl_listener(
+    tmp_path: Path,
+    *,
+    mechanisms: tuple[str, ...] = MECHANISMS,
+    reauth_ms: int = 0,
+    clock: FakeClock | None = None,
+) -> AsyncIterator[KafkaServed]:
+    settings = SaslSettings(mechanisms, USERS, connections_max_reauth_ms=reauth_ms)
+    async with serving_kafka(tmp_path, clock=clock, super_users=("User:alice",), sasl=settings) as served:
+        yield served
+
+
+async def _authenticate(client: KafkaClient, token: bytes = PLAIN_ALICE, mechanism: str = "PLAIN") -> Any:
+    handshake = await client.request(SaslHandshakeV1(mechanism=mechanism))
+    assert handshake.error_code == ErrorCode.none
+    return await client.request(SaslAuthenticateV2(auth_bytes=token))
+
+
+async def test_plain_over_saslauthenticate_then_the_apis_answer_with_the_users_principal(
+    tmp_path: Path,
+) -> None:
+    async with sasl_listener(tmp_path) as served:
+        client = await served.connect()
+        versions = await client.request(
+            ApiVersionsRequest(client_software_name="kio", client_software_version="1")
+        )
+        advertised = {v.api_key: (v.min_version, v.max_version) for v in versions.api_keys}
+        assert (advertised[17], advertised[36]) == ((0, 1), (0, 2))
+        handshake = await client.request(SaslHandshakeV1(mechanism="PLAIN"))
+        assert (handshake.error_code, tuple(handshake.mechanisms)) == (ErrorCode.none, MECHANISMS)
+        done = await client.request(SaslAuthenticateV2(auth_bytes=PLAIN_ALICE))
+        assert (done.error_code, done.error_message, done.session_lifetime.total_seconds()) == (
+            ErrorCode.none,
+            None,
+            0,
+        )
+        assert (await client.request(METADATA)).brokers
+        (connection,) = served.listener._serving.values()
+        assert connection.principal == "User:alice"
+        assert connection.client_context("app").principal == "User:alice"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+async def test_scram_exchange_in_two_saslauthenticate_round_trips(tmp_path: Path, mechanism: str) -> None:
+    async with sasl_listener(tmp_path) as served:
+        client = await served.connect()
+        scram = scramp.ScramClient([mechanism], "bob", "bob-secret")
+        first = await _authenticate(client, scram.get_client_first().encode(), mechanism)
+        assert first.error_code == ErrorCode.none
+        scram.set_server_first(first.auth_bytes.decode())
+        final = await client.request(SaslAuthenticateV2(auth_bytes=scram.get_client_final().encode()))
+        assert final.error_code == ErrorCode.none
+        scram.set_server_final(final.auth_bytes.decode())  # the server proved it knows bob's credential
+        (connection,) = served.listener._serving.values()
+        assert connection.principal == "User:bob"
+
+
+async def test_a_wrong_password_is_sasl_authentication_failed_with_kafkas_message_then_closed(
+    tmp_path: Path,
+) -> None:
+    async with sasl_listener(tmp_path) as served:
+        client = await served.connect()
+        failed = await _authenticate(client, b"\0alice\0guess")
+        assert failed.error_code == ErrorCode.sasl_authentication_failed
+        assert failed.error_message == "Authentication failed: Invalid username or password"
+        assert await client.closed_by_server()
+
+
+async def test_an_unsupported_mechanism_is_answered_with_the_enabled_ones_then_closed(tmp_path: Path) -> None:
+    async with sasl_listener(tmp_path, mechanisms=("SCRAM-SHA-512",)) as served:
+        client = await served.connect()
+        for mechanism in ("PLAIN", "GSSAPI"):
+            handshake = await client.request(SaslHandshakeV1(mechanism=mechanism))
+            assert (handshake.error_code, tuple(handshake.mechanisms)) == (
+                ErrorCode.unsupported_sasl_mechanism,
+                ("SCRAM-SHA-512",),
+            )
+            assert await client.closed_by_server()
+            client = await served.connect()
+
+
+async def test_any_api_request_before_authentication_closes_the_connection_unanswered(tmp_path: Path) -> None:
+    async with sasl_listener(tmp_path) as served:
+        for early in (METADATA, SaslAuthenticateV2(auth_bytes=PLAIN_ALICE)):
+            client = await served.connect()
+            client.send(early)
+            assert await client.closed_by_server()
+        assert served.exporter.pushes == []
+
+
+async def test_a_second_apiversions_during_the_handshake_closes_the_connection(tmp_path: Path) -> None:
+    async with sasl_listener(tmp_path) as served:
+        client = await served.connect()
+        request = ApiVersionsRequest(client_software_name="kio", client_software_version="1")
+        assert (await client.request(request)).error_code == ErrorCode.none
+        client.send(request)
+        assert await client.closed_by_server()
+
+
+async def test_another_request_in_place_of_saslauthenticate_gets_illegal_sasl_state_then_closed(
+    tmp_path: Path,
+) -> None:
+    async with sasl_listener(tmp_path) as served:
+        client = await served.connect()
+        assert (await client.request(SaslHandshakeV1(mechanism="PLAIN"))).error_code == ErrorCode.none
+        versions = await client.request(
+            ApiVersionsRequest(client_software_name="kio", client_software_version="1")
+        )
+        assert versions.error_code == ErrorCode.illegal_sasl_state
+        assert await client.closed_by_server()
+
+
+async def test_v0_handshake_sends_bare_tokens_as_kafka_clients_before_kip_152(tmp_path: Path) -> None:
+    async with sasl_listener(tmp_path) as served:
+        client = await served.connect()
+        assert (await client.request(SaslHandshakeV0(mechanism="SCRAM-SHA-256"))).error_code == ErrorCode.none
+        scram = scramp.ScramClient(["SCRAM-SHA-256"], "alice", "alice-secret")
+        first = scram.get_client_first().encode()
+        client.send_raw(struct.pack(">i", len(first)) + first)
+        scram.set_server_first((await client.frame()).decode())
+        final = scram.get_client_final().encode()
+        client.send_raw(struct.pack(">i", len(final)) + final)
+        scram.set_server_final((await client.frame()).decode())
+        assert (await client.request(METADATA)).brokers
+
+
+async def test_v0_tokens_that_fail_close_the_connection(tmp_path: Path) -> None:
+    async with sasl_listener(tmp_path) as served:
+        client = await served.connect()
+        assert (await client.request(SaslHandshakeV0(mechanism="PLAIN"))).error_code == ErrorCode.none
+        token = b"\0alice\0guess"
+        client.send_raw(struct.pack(">i", len(token)) + token)
+        assert await client.closed_by_server()
+
+
+async def test_reauthentication_renews_the_session_of_the_same_principal(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with sasl_listener(tmp_path, reauth_ms=60_000, clock=clock) as served:
+        client = await served.connect()
+        done = await _authenticate(client)
+        assert done.session_lifetime.total_seconds() == 60  # what the client schedules its renewal by
+        clock.advance(59_000)
+        again = await _authenticate(client)
+        assert (again.error_code, again.session_lifetime.total_seconds()) == (ErrorCode.none, 60)
+        clock.advance(59_000)  # 118 s after the first exchange, 59 s after the renewal
+        assert (await client.request(METADATA)).brokers
+
+
+async def test_an_expired_session_is_closed_on_its_next_request(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with sasl_listener(tmp_path, reauth_ms=60_000, clock=clock) as served:
+        client = await served.connect()
+        await _authenticate(client)
+        clock.advance(60_000)
+        client.send(METADATA)
+        assert await client.closed_by_server()
+
+
+async def test_reauthentication_cannot_change_the_principal_or_the_mechanism(tmp_path: Path) -> None:
+    async with sasl_listener(tmp_path) as served:
+        client = await served.connect()
+        await _authenticate(client)
+        other = await _authenticate(client, b"\0bob\0bob-secret")
+        assert other.error_code == ErrorCode.sasl_authentication_failed
+        assert (
+            other.error_message
+            == "Cannot change principals during re-authentication from User.alice: User.bob"
+        )
+        assert await client.closed_by_server()
+        client = await served.connect()
+        await _authenticate(client)
+        scram = scramp.ScramClient(["SCRAM-SHA-256"], "alice", "alice-secret")
+        switched = await _authenticate(client, scram.get_client_first().encode(), "SCRAM-SHA-256")
+        assert switched.error_code == ErrorCode.sasl_authentication_failed
+        assert "not supported for re-authentication of mechanism 'PLAIN'" in switched.error_message
+        assert await client.closed_by_server()
+
+
+async def test_a_client_that_authenticated_with_v0_gets_illegal_sasl_state_for_a_second_handshake(
+    tmp_path: Path,
+) -> None:
+    async with sasl_listener(tmp_path) as served:
+        client = await served.connect()
+        assert (await client.request(SaslHandshakeV1(mechanism="PLAIN"))).error_code == ErrorCode.none
+        assert (await client.request(SaslAuthenticateV0(auth_bytes=PLAIN_ALICE))).error_code == ErrorCode.none
+        again = await client.request(SaslHandshakeV1(mechanism="PLAIN"))
+        assert again.error_code == ErrorCode.illegal_sasl_state
+        assert (await client.request(METADATA)).brokers  # still authenticated and served
+
+
+async def test_a_listener_without_sasl_answers_sasl_requests_illegal_sasl_state(tmp_path: Path) -> None:
+    async with serving_kafka(tmp_path) as served:
+        client = await served.connect()
+        assert (
+            await client.request(SaslHandshakeV1(mechanism="PLAIN"))
+        ).error_code == ErrorCode.illegal_sasl_state
+        answer = await client.request(SaslAuthenticateV2(auth_bytes=PLAIN_ALICE))
+        assert answer.error_code == ErrorCode.illegal_sasl_state
+        assert answer.error_message == "SaslAuthenticate request received after successful authentication"
