@@ -84,6 +84,12 @@ OTLP_ANSWERS: Final[Mapping[Errors, OtlpAnswer]] = MappingProxyType(
         Errors.CLUSTER_AUTHORIZATION_FAILED: OtlpAnswer(grpc.StatusCode.PERMISSION_DENIED, 403, False),
         Errors.UNSUPPORTED_VERSION: OtlpAnswer(grpc.StatusCode.UNIMPLEMENTED, 404, False),
         Errors.SASL_AUTHENTICATION_FAILED: OtlpAnswer(grpc.StatusCode.UNAUTHENTICATED, 401, False),
+        # the Kafka listener's SASL and SCRAM admin codes; no OTLP request is answered with them
+        Errors.UNSUPPORTED_SASL_MECHANISM: OtlpAnswer(grpc.StatusCode.UNAUTHENTICATED, 401, False),
+        Errors.ILLEGAL_SASL_STATE: OtlpAnswer(grpc.StatusCode.FAILED_PRECONDITION, 400, False),
+        Errors.RESOURCE_NOT_FOUND: OtlpAnswer(grpc.StatusCode.NOT_FOUND, 404, False),
+        Errors.DUPLICATE_RESOURCE: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
+        Errors.UNACCEPTABLE_CREDENTIAL: OtlpAnswer(grpc.StatusCode.INVALID_ARGUMENT, 400, False),
     }
 )
 
@@ -101,6 +107,10 @@ ADMIN_HTTP_STATUS: Final[Mapping[Errors, int]] = MappingProxyType(
         Errors.NOT_CONTROLLER: 409,  # a config-log conflict: refresh and retry (ingest.admin.config_log)
         Errors.THROTTLING_QUOTA_EXCEEDED: 429,  # the mutation quota, with Retry-After
         Errors.UNKNOWN_SERVER_ERROR: 500,
+        Errors.RESOURCE_NOT_FOUND: 404,
+        Errors.DUPLICATE_RESOURCE: 400,
+        Errors.UNACCEPTABLE_CREDENTIAL: 400,
+        Errors.UNSUPPORTED_SASL_MECHANISM: 400,
     }
 )
 

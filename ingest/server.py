@@ -161,7 +161,9 @@ class Sink:
         self.quotas = create_quota_managers(
             config.quotas, self.clock, max_quota_entities=config.limits.max_quota_entities
         )
-        image = ConfigImage(store, self.quotas)
+        users_file = config.security.sasl_users_file
+        credentials = SaslCredentials.load(users_file) if users_file else SaslCredentials({})
+        image = ConfigImage(store, self.quotas, credentials=credentials)
         for entity, key, value in config.client_quotas:
             image.apply(QuotaChange(entity, key, value))
         config_log = ConfigLog(
@@ -315,12 +317,12 @@ class Sink:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _sasl_settings(self) -> SaslSettings | None:
-        kafka, users_file = self.config.kafka_listener, self.config.security.sasl_users_file
-        if not kafka.uses_sasl(self.config.server) or users_file is None:
+        kafka = self.config.kafka_listener
+        if not kafka.uses_sasl(self.config.server):
             return None
         return SaslSettings(
             kafka.sasl_enabled_mechanisms,
-            SaslCredentials.load(users_file),
+            self.config_log.image.credentials,  # the users file's, under the config log's SCRAM credentials
             connections_max_reauth_ms=kafka.connections_max_reauth_ms,
         )
 

@@ -47,6 +47,8 @@ class Errors(IntEnum):
     NONE = 0
     UNKNOWN_SERVER_ERROR = -1
     CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_SASL_MECHANISM = 33  # SASL on the Kafka listener, and AlterUserScramCredentials
+    ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41  # admin only: a config-log change lost the race for its offset; retriable
@@ -55,6 +57,9 @@ class Errors(IntEnum):
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
     THROTTLING_QUOTA_EXCEEDED = 89
+    RESOURCE_NOT_FOUND = 91  # the SCRAM admin APIs (KIP-554)
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
     UNKNOWN_SUBSCRIPTION_ID = 117
     TELEMETRY_TOO_LARGE = 118
 

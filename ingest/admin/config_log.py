@@ -1,5 +1,5 @@
-"""The config log: subscriptions and client quotas as versioned records in a Delta table, and the
-image each replica builds from it (Kafka's metadata log and its ``ClientQuotasImage``).
+"""The config log: subscriptions, client quotas and SCRAM credentials as versioned records in a Delta
+table, and the image each replica builds from it (Kafka's metadata log and its ``ClientQuotasImage``).
 
 The table ``<data root>/config_log`` (name and schema in ``exporters.delta.schema``) is shared by every
 replica. Each admin change is one Delta commit whose version is the change's offset; its rows are the
@@ -8,7 +8,7 @@ records of the change, in order (``seq``):
 | column | type | meaning |
 |---|---|---|
 | seq | int32 | position of the record in its commit |
-| kind | string | ``subscription`` or ``client_quota`` |
+| kind | string | ``subscription``, ``client_quota`` or ``scram_credential`` |
 | subscription | string | subscription name (``subscription`` records) |
 | properties | string | the subscription's complete property set after the change, JSON (``{}``: deleted) |
 | entity_user / entity_client_id / entity_ip | string | the quota entity; ``<default>`` for a default part |
@@ -17,6 +17,11 @@ records of the change, in order (``seq``):
 | principal | string | who made the change |
 | replica_id | string | the replica that wrote it |
 | written_at | timestamp (us, UTC) | when |
+
+A ``scram_credential`` record (AlterUserScramCredentials) uses three of them: ``entity_user`` is the
+user, ``quota_key`` the mechanism (``SCRAM-SHA-256``, the config name ``kafka-configs.sh`` gives it),
+``properties`` the salted credential as JSON (iterations, and salt, StoredKey and ServerKey in base64;
+``{}``: deleted), never a password.
 
 Subscription records carry the state after the change, not the difference, so replaying the log in
 offset order from any image gives the same result. The table has the change data feed on (a replica
@@ -41,6 +46,7 @@ replica applies every change, its own included, in offset order, within ``poll_i
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import secrets
@@ -55,6 +61,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from exporters.delta.appender import latest, sync_local_table
 from exporters.delta.schema import CONFIG_LOG_SCHEMA
+from ingest.security.sasl import SaslCredentials, ScramCredential
 from quotas import DEFAULT, ClientQuotaEntity, QuotaEntityError, QuotaManagers
 from quotas.entities import (
     CLIENT_ID_TAG,
@@ -113,7 +120,16 @@ class QuotaChange(NamedTuple):
     value: float | None
 
 
-ConfigChange = SubscriptionChange | QuotaChange
+class ScramChange(NamedTuple):
+    """``user``'s SCRAM credential for ``mechanism`` is now ``credential`` (None: deleted), as
+    AlterUserScramCredentials sets it (KIP-554): the salted form only, never a password."""
+
+    user: str
+    mechanism: str
+    credential: ScramCredential | None
+
+
+ConfigChange = SubscriptionChange | QuotaChange | ScramChange
 
 
 class ConfigRecord(NamedTuple):
@@ -136,6 +152,13 @@ def _to_row(seq: int, change: ConfigChange, principal: str, replica_id: str, now
     if isinstance(change, SubscriptionChange):
         properties = {k: list(v) if isinstance(v, tuple) else v for k, v in change.properties.items()}
         row.update(kind="subscription", subscription=change.name, properties=json.dumps(properties))
+    elif isinstance(change, ScramChange):
+        row.update(
+            kind="scram_credential",
+            entity_user=change.user,
+            quota_key=change.mechanism,
+            properties=json.dumps(_credential_json(change.credential)),
+        )
     else:
         entity = change.entity
         row.update(
@@ -149,10 +172,34 @@ def _to_row(seq: int, change: ConfigChange, principal: str, replica_id: str, now
     return row
 
 
+def _credential_json(credential: ScramCredential | None) -> dict[str, Any]:
+    if credential is None:
+        return {}
+    return {
+        "iterations": credential.iterations,
+        "salt": base64.b64encode(credential.salt).decode(),
+        "stored_key": base64.b64encode(credential.stored_key).decode(),
+        "server_key": base64.b64encode(credential.server_key).decode(),
+    }
+
+
+def _credential(document: Mapping[str, Any]) -> ScramCredential | None:
+    if not document:
+        return None
+    return ScramCredential(
+        salt=base64.b64decode(document["salt"]),
+        stored_key=base64.b64decode(document["stored_key"]),
+        server_key=base64.b64decode(document["server_key"]),
+        iterations=int(document["iterations"]),
+    )
+
+
 def _from_row(row: Mapping[str, Any]) -> ConfigRecord:
     change: ConfigChange
     if row["kind"] == "subscription":
         change = SubscriptionChange(row["subscription"], json.loads(row["properties"]))
+    elif row["kind"] == "scram_credential":
+        change = ScramChange(row["entity_user"], row["quota_key"], _credential(json.loads(row["properties"])))
     else:
         entity = ClientQuotaEntity(row["entity_user"], row["entity_client_id"], row["entity_ip"])
         change = QuotaChange(entity, row["quota_key"], row["quota_value"])
@@ -366,6 +413,8 @@ class ConfigImage:
     version: int = -1
     client_quotas: dict[ClientQuotaEntity, dict[str, float]] = field(default_factory=dict)
     """The configured quotas by entity (Kafka's ``ClientQuotasImage``)."""
+    credentials: SaslCredentials = field(default_factory=lambda: SaslCredentials({}))
+    """The SASL users (the users file's), under the log's SCRAM credentials (Kafka's ``ScramImage``)."""
 
     def apply(self, change: ConfigChange) -> None:
         """Apply one change; a change this replica cannot apply is logged and skipped (it was
@@ -373,6 +422,9 @@ class ConfigImage:
         try:
             if isinstance(change, SubscriptionChange):
                 self.store.update(change.name, change.properties)
+                return
+            if isinstance(change, ScramChange):
+                self.credentials.set_scram(change.mechanism, change.user, change.credential)
                 return
             self.quotas.alter(change.entity, change.key, change.value)
         except (SubscriptionError, QuotaEntityError) as exc:
@@ -477,6 +529,20 @@ class ConfigLogFollower:
                 raise
             await self._catch_up_logged()  # the change is in the log: a failed read changes nothing
             return version
+
+    async def write_absolute(
+        self, changes: Sequence[ConfigChange], principal: str, now_ms: int, *, retries: int = 1
+    ) -> int:
+        """Log changes that state absolute values (they depend on nothing before them), prepared from
+        the image; after a conflict the image has caught up, so they are written again, up to
+        ``retries`` times. ConfigLogError (ConfigConflictError when every attempt lost) otherwise."""
+        while True:
+            try:
+                return await self.write(changes, principal, now_ms, read_version=self.image.version)
+            except ConfigConflictError:
+                if retries == 0:
+                    raise
+                retries -= 1
 
     async def _catch_up_logged(self) -> None:
         try:

@@ -42,14 +42,14 @@ from typing import Any, Final, cast
 
 from aiohttp import web
 
-from ingest.admin.config_log import ConfigRecord, QuotaChange, SubscriptionChange
+from ingest.admin.config_log import ConfigRecord, QuotaChange, ScramChange, SubscriptionChange
 from ingest.admin.operations import QuotaAlteration, SinkAdmin
 from ingest.errors import admin_http_status, retry_after_seconds
 from ingest.push.json_bodies import small_json
 from ingest.security.identity import ANONYMOUS
 from ingest.wire import ADMIN_PREFIX, parse_instance_id
 from quotas import DEFAULT, ClientQuotaEntity
-from quotas.entities import ENTITY_FIELDS, EntityComponent, EntityType, entity_parts
+from quotas.entities import ENTITY_FIELDS, USER_TAG, EntityComponent, EntityType, entity_parts
 from subscriptions import AdminResult, ClientContext, Errors, kafka_uuid_string
 from subscriptions.errors import ApiError
 from subscriptions.model import PropertyValue
@@ -181,6 +181,9 @@ def _record_json(record: ConfigRecord) -> dict[str, Any]:
     }
     if isinstance(change, SubscriptionChange):
         return {**common, "kind": "subscription", "name": change.name, "properties": dict(change.properties)}
+    if isinstance(change, ScramChange):  # never the credential itself
+        return {**common, "kind": "scram_credential", USER_TAG: change.user, "mechanism": change.mechanism,
+                "deleted": change.credential is None}  # fmt: skip
     assert isinstance(change, QuotaChange)
     entity = _entity_json(entity_parts(change.entity))
     return {**common, "kind": "client_quota", "entity": entity, "key": change.key, "value": change.value}

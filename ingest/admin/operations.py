@@ -1,5 +1,5 @@
-"""The admin operations, whatever the transport: subscriptions, client quotas, client instances and
-the config log's history.
+"""The admin operations, whatever the transport: subscriptions, client quotas, client instances, SCRAM
+credentials (``scram``) and the config log's history.
 
 Every operation is authorized on the CLUSTER resource as Kafka does it: changes need ALTER_CONFIGS,
 reads DESCRIBE_CONFIGS (else CLUSTER_AUTHORIZATION_FAILED, 31, with the one denial every transport
@@ -42,6 +42,7 @@ from ingest.admin.config_log import (
     QuotaChange,
     SubscriptionChange,
 )
+from ingest.admin.scram import ScramAdmin
 from quotas import (
     ClientQuotaEntity,
     ControllerMutationQuota,
@@ -143,6 +144,10 @@ class SinkAdmin:
         self.now_ms = now_ms
         self.strict_mutation_quota = strict_mutation_quota
         self.subscriptions = ClientMetricsAdmin(follower.image.store, authorizer)
+        self.scram = ScramAdmin(
+            follower, lambda client, operation: self.denial(client, operation) is None, now_ms
+        )
+        """SCRAM credentials (KIP-554), in the config log like the rest."""
 
     def denial(self, client: ClientContext, operation: Operation) -> ClusterAuthorizationError | None:
         """Why ``client`` may not perform ``operation`` on the cluster; None when it may."""
@@ -278,19 +283,12 @@ class SinkAdmin:
     async def _write_quotas(
         self, changes: Sequence[ConfigChange], principal: str, now: int
     ) -> tuple[Errors, str] | None:
-        """Log quota changes (absolute values: retried once on a conflict); the error, if any."""
-        retries = CONFLICT_RETRIES
-        while True:
-            try:
-                await self.follower.write(changes, principal, now, read_version=self.follower.image.version)
-            except ConfigConflictError as exc:
-                if retries == 0:
-                    return exc.error, str(exc)
-                retries -= 1  # the image has caught up: the values do not depend on it
-                continue
-            except ConfigLogError as exc:
-                return exc.error, str(exc)
-            return None
+        """Log quota changes (absolute values: retried after a conflict); the error, if any."""
+        try:
+            await self.follower.write_absolute(changes, principal, now, retries=CONFLICT_RETRIES)
+        except ConfigLogError as exc:
+            return exc.error, str(exc)
+        return None
 
     def describe_client_quotas(
         self, client: ClientContext, components: Sequence[EntityComponent], *, strict: bool = False

@@ -22,6 +22,7 @@ SaslAuthenticate) is the Kafka listener's (``ingest.transports.kafka.sasl``).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
 from collections.abc import Mapping
@@ -33,13 +34,19 @@ import scramp
 import yaml
 
 __all__ = [
+    "MAX_SCRAM_ITERATIONS",
     "MECHANISMS",
+    "MIN_SCRAM_ITERATIONS",
     "SCRAM_ITERATIONS",
+    "SCRAM_MECHANISMS",
+    "SCRAM_MECHANISM_IDS",
     "SaslAuthenticationError",
     "SaslCredentials",
     "SaslServer",
+    "ScramCredential",
     "create_sasl_server",
     "sasl_principal",
+    "scram_credential",
 ]
 
 PLAIN: Final = "PLAIN"
@@ -48,6 +55,12 @@ MECHANISMS: Final = (PLAIN, *SCRAM_MECHANISMS)
 """Every mechanism the sink implements (Kafka's names, as ``sasl.enabled.mechanisms`` lists them)."""
 SCRAM_ITERATIONS: Final = 4096
 """Kafka's minimum and ``kafka-configs.sh``'s default for SCRAM-SHA-256 and SCRAM-SHA-512."""
+MIN_SCRAM_ITERATIONS: Final = 4096
+MAX_SCRAM_ITERATIONS: Final = 16384
+"""The iterations Kafka accepts for a SCRAM credential (``ScramMechanism``'s bounds)."""
+SCRAM_MECHANISM_IDS: Final = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+"""Kafka's ``ScramMechanism`` type bytes, as the SCRAM admin APIs carry them (0 is UNKNOWN)."""
+_HASHES: Final = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MAX_USERNAME_CHARS: Final = 1024
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -57,15 +70,33 @@ class SaslAuthenticationError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class _ScramCredential:
+class ScramCredential:
+    """What RFC 5802 has a server store: never the password, nor the salted password."""
+
     salt: bytes
     stored_key: bytes
     server_key: bytes
     iterations: int
 
 
+def scram_credential(mechanism: str, salt: bytes, salted_password: bytes, iterations: int) -> ScramCredential:
+    """The stored credential of a salted password (``Hi(password, salt, iterations)``, which a Kafka admin
+    client computes and sends with AlterUserScramCredentials, KIP-554)."""
+    digest = _HASHES[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    return ScramCredential(
+        salt=salt,
+        stored_key=hashlib.new(digest, client_key).digest(),
+        server_key=hmac.new(salted_password, b"Server Key", digest).digest(),
+        iterations=iterations,
+    )
+
+
 class SaslCredentials:
-    """The users who may authenticate, and the form each mechanism checks them in."""
+    """The users who may authenticate, and the form each mechanism checks them in: the users file's,
+    and over them the SCRAM credentials of the config log (``set_scram``: what
+    AlterUserScramCredentials wrote, or deleted, for a user and mechanism), which every replica applies
+    as it follows the log."""
 
     def __init__(self, users: Mapping[str, str], *, iterations: int = SCRAM_ITERATIONS) -> None:
         problems = _user_problems(users)
@@ -74,11 +105,13 @@ class SaslCredentials:
         self._passwords = {name: password.encode() for name, password in users.items()}
         self._scram = {
             mechanism: {
-                name: _ScramCredential(*scramp.ScramMechanism(mechanism).make_auth_info(password, iterations))
+                name: ScramCredential(*scramp.ScramMechanism(mechanism).make_auth_info(password, iterations))
                 for name, password in users.items()
             }
             for mechanism in SCRAM_MECHANISMS
         }
+        self._logged: dict[tuple[str, str], ScramCredential | None] = {}
+        """(mechanism, user) -> the config log's credential, or None where the log deleted it."""
 
     @classmethod
     def load(cls, path: str | Path) -> SaslCredentials:
@@ -105,8 +138,25 @@ class SaslCredentials:
             expected is not None
         )
 
-    def scram(self, mechanism: str, username: str) -> _ScramCredential | None:
+    def scram(self, mechanism: str, username: str) -> ScramCredential | None:
+        if (mechanism, username) in self._logged:
+            return self._logged[mechanism, username]
         return self._scram[mechanism].get(username)
+
+    def set_scram(self, mechanism: str, username: str, credential: ScramCredential | None) -> None:
+        """The config log's word on a user's credential for ``mechanism`` (None: deleted), over the
+        users file's."""
+        self._logged[mechanism, username] = credential
+
+    def scram_users(self) -> dict[str, dict[str, int]]:
+        """Every user with a SCRAM credential: mechanism -> iterations (DescribeUserScramCredentials)."""
+        found: dict[str, dict[str, int]] = {}
+        for mechanism in SCRAM_MECHANISMS:
+            for name in {*self._scram[mechanism], *(u for m, u in self._logged if m == mechanism)}:
+                credential = self.scram(mechanism, name)
+                if credential is not None:
+                    found.setdefault(name, {})[mechanism] = credential.iterations
+        return found
 
 
 def _user_problems(users: Mapping[str, str]) -> list[str]:

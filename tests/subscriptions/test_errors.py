@@ -25,6 +25,8 @@ def test_A_1_error_codes_are_kafkas() -> None:
         "NONE": 0,
         "UNKNOWN_SERVER_ERROR": -1,
         "CLUSTER_AUTHORIZATION_FAILED": 31,
+        "UNSUPPORTED_SASL_MECHANISM": 33,
+        "ILLEGAL_SASL_STATE": 34,
         "UNSUPPORTED_VERSION": 35,
         "INVALID_CONFIG": 40,
         "NOT_CONTROLLER": 41,
@@ -33,6 +35,9 @@ def test_A_1_error_codes_are_kafkas() -> None:
         "UNSUPPORTED_COMPRESSION_TYPE": 76,
         "INVALID_RECORD": 87,
         "THROTTLING_QUOTA_EXCEEDED": 89,
+        "RESOURCE_NOT_FOUND": 91,
+        "DUPLICATE_RESOURCE": 92,
+        "UNACCEPTABLE_CREDENTIAL": 93,
         "UNKNOWN_SUBSCRIPTION_ID": 117,
         "TELEMETRY_TOO_LARGE": 118,
     }

@@ -173,9 +173,13 @@ async def serving_kafka(
     store = SubscriptionStore()
     store.update("kafka", {"metrics": "org.apache.kafka.", "interval.ms": interval_ms})
     manager = ClientMetricsManager(store)
-    follower = ConfigLogFollower(
-        ConfigLog(str(tmp_path / "config_log"), replica_id="r0"), ConfigImage(store, quotas)
+    sasl = listener_options.get("sasl")
+    image = (
+        ConfigImage(store, quotas)
+        if sasl is None
+        else ConfigImage(store, quotas, credentials=sasl.credentials)
     )
+    follower = ConfigLogFollower(ConfigLog(str(tmp_path / "config_log"), replica_id="r0"), image)
     admin = SinkAdmin(follower, manager, quotas, SuperUserAuthorizer(super_users), clock.now_ms)
     exporter = InMemoryExporter()
     pipeline = TelemetryPipeline(manager, quotas, exporter, clock=clock)

@@ -16,6 +16,8 @@
 - SaslHandshake (17), v0-1, and SaslAuthenticate (36), v0-2: ILLEGAL_SASL_STATE (34), as Kafka's APIs
   answer them on an authenticated connection or a listener without SASL; the authentication itself is
   the listener's (``sasl``), before any request reaches the APIs.
+- DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), v0: SCRAM credentials in the
+  config log (``credential_apis``, KIP-554), super users only.
 - DescribeClientQuotas (48) and AlterClientQuotas (49), v0-1: the admin operations (``SinkAdmin``),
   super users only; AlterClientQuotas goes through the mutation quota, whose throttle also mutes the
   connection.
@@ -38,7 +40,6 @@ from __future__ import annotations
 import datetime
 import logging
 import re
-import sys
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
@@ -49,11 +50,14 @@ from ingest.admin.operations import QuotaAlteration, SinkAdmin
 from ingest.push.metrics import Rpc
 from ingest.push.pipeline import TelemetryPipeline
 from ingest.security.identity import ClientTextError, check_client_text
+from ingest.transports.kafka.credential_apis import CredentialApis
 from ingest.transports.kafka.protocol import (
     ALTER_CLIENT_QUOTAS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
     DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CLUSTER,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     GET_TELEMETRY_SUBSCRIPTIONS,
     METADATA,
     PUSH_TELEMETRY,
@@ -64,6 +68,7 @@ from ingest.transports.kafka.protocol import (
     RequestHeader,
     build,
     encode_response,
+    nested,
     parse_request,
     peek_header,
     response_schema,
@@ -126,11 +131,6 @@ def _ms(value: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=value)
 
 
-def _nested(schema: type[Any], name: str) -> type[Any]:
-    """A nested entity of a message's version, e.g. ``MetadataResponseBroker`` of Metadata v12."""
-    return getattr(sys.modules[schema.__module__], name)  # type: ignore[no-any-return]
-
-
 Handler = Callable[[RequestHeader, Any, KafkaConnection], Awaitable[Any]]
 
 
@@ -141,6 +141,7 @@ class KafkaApis:
         self.pipeline = pipeline
         self.admin = admin
         self.node = node
+        credentials = CredentialApis(admin, self._client)
         self._handlers: Mapping[int, Handler] = {
             API_VERSIONS: self._api_versions,
             METADATA: self._metadata,
@@ -151,6 +152,8 @@ class KafkaApis:
             ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
             SASL_HANDSHAKE: self._sasl_handshake,
             SASL_AUTHENTICATE: self._sasl_authenticate,
+            DESCRIBE_USER_SCRAM_CREDENTIALS: credentials.describe_user_scram_credentials,
+            ALTER_USER_SCRAM_CREDENTIALS: credentials.alter_user_scram_credentials,
         }
         assert set(self._handlers) == set(SUPPORTED_VERSIONS)
 
@@ -190,7 +193,7 @@ class KafkaApis:
     # -- cluster ------------------------------------------------------------------------------
 
     def _api_keys(self, schema: type[Any], only: int | None = None) -> tuple[Any, ...]:
-        version = _nested(schema, "ApiVersion")
+        version = nested(schema, "ApiVersion")
         return tuple(
             version(api_key=key, min_version=low, max_version=high)
             for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
@@ -235,9 +238,9 @@ class KafkaApis:
         schema = response_schema(METADATA, header.api_version)
         host, port = self.node.address(connection)
         broker = build(
-            _nested(schema, "MetadataResponseBroker"), node_id=self.node.node_id, host=host, port=port
+            nested(schema, "MetadataResponseBroker"), node_id=self.node.node_id, host=host, port=port
         )
-        topic_schema = _nested(schema, "MetadataResponseTopic")
+        topic_schema = nested(schema, "MetadataResponseTopic")
         requested = body.topics or ()  # at most MAX_METADATA_TOPICS: the frame walk refused more
         if header.api_version < 12 and any(t.name is None for t in requested):
             raise FrameError(f"Metadata v{header.api_version} asks for a topic by id (v12 and later only)")
@@ -278,7 +281,7 @@ class KafkaApis:
             )
         host, port = self.node.address(connection)
         broker = build(
-            _nested(schema, "DescribeClusterBroker"), broker_id=self.node.node_id, host=host, port=port
+            nested(schema, "DescribeClusterBroker"), broker_id=self.node.node_id, host=host, port=port
         )
         return build(
             schema,
@@ -399,11 +402,11 @@ class KafkaApis:
                 error_message=result.message,
                 entries=None,
             )
-        entity_schema = _nested(schema, "EntityData")
-        value_schema = _nested(schema, "ValueData")
+        entity_schema = nested(schema, "EntityData")
+        value_schema = nested(schema, "ValueData")
         entries = tuple(
             build(
-                _nested(schema, "EntryData"),
+                nested(schema, "EntryData"),
                 entity=tuple(
                     entity_schema(entity_type=kind, entity_name=None if name == DEFAULT else name)
                     for kind, name in parts.items()
@@ -420,7 +423,7 @@ class KafkaApis:
         self, header: RequestHeader, body: Any, connection: KafkaConnection
     ) -> Any:
         schema = response_schema(ALTER_CLIENT_QUOTAS, header.api_version)
-        entity_schema = _nested(schema, "EntityData")
+        entity_schema = nested(schema, "EntityData")
 
         def echoed(parts: Any) -> tuple[Any, ...]:
             return tuple(entity_schema(entity_type=p.entity_type, entity_name=p.entity_name) for p in parts)
@@ -428,7 +431,7 @@ class KafkaApis:
         def every_entry(code: ErrorCode, message: str) -> Any:
             entries = tuple(
                 build(
-                    _nested(schema, "EntryData"),
+                    nested(schema, "EntryData"),
                     error_code=code,
                     error_message=message,
                     entity=echoed(e.entity),
@@ -466,7 +469,7 @@ class KafkaApis:
                 entities, code, message = refused
             entries.append(
                 build(
-                    _nested(schema, "EntryData"),
+                    nested(schema, "EntryData"),
                     error_code=ErrorCode(code),
                     error_message=message,
                     entity=echoed(entities),

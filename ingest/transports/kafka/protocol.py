@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import io
 import struct
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from functools import cache
@@ -55,10 +56,12 @@ from kio.static.protocol import Entity
 
 __all__ = [
     "ALTER_CLIENT_QUOTAS",
+    "ALTER_USER_SCRAM_CREDENTIALS",
     "API_KEY",
     "API_VERSIONS",
     "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_CLUSTER",
+    "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "FRAME_SIZE",
     "GET_TELEMETRY_SUBSCRIPTIONS",
     "MAX_ARRAY_ITEMS",
@@ -75,6 +78,7 @@ __all__ = [
     "build",
     "check_lengths",
     "encode_response",
+    "nested",
     "parse_request",
     "peek_header",
     "response_schema",
@@ -86,6 +90,8 @@ API_VERSIONS: Final = 18
 SASL_AUTHENTICATE: Final = 36
 DESCRIBE_CLIENT_QUOTAS: Final = 48
 ALTER_CLIENT_QUOTAS: Final = 49
+DESCRIBE_USER_SCRAM_CREDENTIALS: Final = 50
+ALTER_USER_SCRAM_CREDENTIALS: Final = 51
 DESCRIBE_CLUSTER: Final = 60
 GET_TELEMETRY_SUBSCRIPTIONS: Final = 71
 PUSH_TELEMETRY: Final = 72
@@ -98,6 +104,8 @@ SUPPORTED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         SASL_AUTHENTICATE: (0, 2),
         DESCRIBE_CLIENT_QUOTAS: (0, 1),
         ALTER_CLIENT_QUOTAS: (0, 1),
+        DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
         DESCRIBE_CLUSTER: (0, 1),
         GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
         PUSH_TELEMETRY: (0, 0),
@@ -188,6 +196,11 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: E
 @cache
 def _field_names(schema: type[Entity]) -> frozenset[str]:
     return frozenset(f.name for f in fields(schema))
+
+
+def nested(schema: type[Any], name: str) -> type[Any]:
+    """A nested entity of a message's version, e.g. ``MetadataResponseBroker`` of Metadata v12."""
+    return getattr(sys.modules[schema.__module__], name)  # type: ignore[no-any-return]
 
 
 def build(schema: type[Entity], **values: Any) -> Any:

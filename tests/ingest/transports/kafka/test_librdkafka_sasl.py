@@ -1,6 +1,7 @@
 """librdkafka (confluent-kafka) authenticating to the sink's Kafka listener with SASL, as to a broker:
 SASL_PLAINTEXT and SASL_SSL, with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. Its pushes land under the
-principal ``User:<name>``, and the user's client quotas apply to it; a wrong password lands nothing."""
+principal ``User:<name>``, and the user's client quotas apply to it; a wrong password lands nothing.
+Its AdminClient manages SCRAM users as on a broker (KIP-554)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ from typing import Any
 import confluent_kafka
 import pyarrow as pa
 import pytest
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._scram import (
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from deltalake import DeltaTable
 
 from ingest.config import SinkConfig
@@ -42,7 +50,11 @@ async def sasl_sink(tmp_path: Path, protocol: str) -> AsyncIterator[tuple[Sink, 
             "replica_id": "sasl-test",
             "server": server,
             "kafka_listener": {"port": 0, "node_id": 1, "security_protocol": protocol},
-            "security": {"sasl_users_file": str(users), "require_authentication": True},
+            "security": {
+                "sasl_users_file": str(users),
+                "require_authentication": True,
+                "super_users": ["User:alice"],
+            },
             "exporter": {"options": {"max_batch_latency_ms": 5}, "quota_sample_period_s": 0},
             "subscriptions": {"all": {"metrics": "org.apache.kafka.", "interval.ms": 300}},
             "client_quotas": [{"entity": {"user": "alice"}, "quotas": {"request_percentage": 400.0}}],
@@ -117,3 +129,57 @@ async def test_librdkafka_with_a_wrong_password_is_refused_and_lands_nothing(tmp
             async with asyncio.timeout(60):
                 await failed.wait()
         assert landed.pushes == []
+
+
+def _alter(admin: AdminClient, alterations: list[Any]) -> None:
+    for future in admin.alter_user_scram_credentials(alterations).values():
+        future.result(timeout=30)
+
+
+async def _pushes_as(settings: dict[str, str], landed: Landed, user: str, password: str) -> None:
+    conf = {**settings, "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": password}
+    principal = f"User:{user}"
+    async with running_client(lambda: confluent_kafka.Producer(conf)):
+        await landed.until(lambda pushes: any(p.context.principal == principal for p in pushes))
+
+
+async def test_KIP_554_an_admin_client_adds_a_scram_user_who_then_pushes_and_deleting_it_refuses_it(
+    tmp_path: Path,
+) -> None:
+    async with sasl_sink(tmp_path, "SASL_PLAINTEXT") as (_, landed, settings):
+        admin_conf: dict[str, str | int | float | bool] = {
+            **settings,
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+        async with running_client(lambda: AdminClient(admin_conf)) as admin:
+            await admin.call(lambda a: _alter(a, [UserScramCredentialUpsertion("bob", info, b"bob-secret")]))
+            described = await admin.call(
+                lambda a: a.describe_user_scram_credentials(["bob"])["bob"].result(30)
+            )
+        assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+            (ScramMechanism.SCRAM_SHA_256, 8192)
+        ]
+        await _pushes_as(settings, landed, "bob", "bob-secret")
+        async with running_client(lambda: AdminClient(admin_conf)) as admin:
+            await admin.call(
+                lambda a: _alter(a, [UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)])
+            )
+        failed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_error(error: confluent_kafka.KafkaError) -> None:
+            if error.code() == confluent_kafka.KafkaError._AUTHENTICATION:
+                loop.call_soon_threadsafe(failed.set)
+
+        conf = {
+            **settings,
+            "sasl.mechanisms": "SCRAM-SHA-256",
+            "sasl.username": "bob",
+            "sasl.password": "bob-secret",
+        }
+        async with running_client(lambda: confluent_kafka.Producer({**conf, "error_cb": on_error})):
+            async with asyncio.timeout(60):
+                await failed.wait()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import scramp
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as SaslAuthenticateV0
@@ -230,3 +231,22 @@ async def test_a_listener_without_sasl_answers_sasl_requests_illegal_sasl_state(
         answer = await client.request(SaslAuthenticateV2(auth_bytes=PLAIN_ALICE))
         assert answer.error_code == ErrorCode.illegal_sasl_state
         assert answer.error_message == "SaslAuthenticate request received after successful authentication"
+
+
+async def test_describe_user_scram_credentials_over_the_wire_for_super_users_only(tmp_path: Path) -> None:
+    async with sasl_listener(tmp_path) as served:
+        alice = await served.connect()
+        await _authenticate(alice)
+        described = await alice.request(DescribeUserScramCredentialsRequest(users=None))
+        assert described.error_code == ErrorCode.none
+        assert {
+            (r.user, tuple((i.mechanism, i.iterations) for i in r.credential_infos))
+            for r in described.results
+        } == {
+            ("alice", ((1, 4096), (2, 4096))),
+            ("bob", ((1, 4096), (2, 4096))),
+        }
+        bob = await served.connect()
+        await _authenticate(bob, b"\0bob\0bob-secret")
+        refused = await bob.request(DescribeUserScramCredentialsRequest(users=None))
+        assert (refused.error_code, refused.results) == (ErrorCode.cluster_authorization_failed, ())
