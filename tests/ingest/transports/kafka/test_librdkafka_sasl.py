@@ -110,24 +110,24 @@ async def test_H11_librdkafka_pushes_over_sasl_land_under_the_users_principal_wi
         assert "alice" in request_quotas  # recorded against the user's quota entity
 
 
+async def _refused(settings: dict[str, str], user: str, password: str) -> None:
+    """A SCRAM-SHA-256 producer as ``user`` is told its authentication failed."""
+    failed = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_error(error: confluent_kafka.KafkaError) -> None:
+        if error.code() == confluent_kafka.KafkaError._AUTHENTICATION:
+            loop.call_soon_threadsafe(failed.set)
+
+    conf = {**settings, "sasl.mechanisms": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": password}
+    async with running_client(lambda: confluent_kafka.Producer({**conf, "error_cb": on_error})):
+        async with asyncio.timeout(60):
+            await failed.wait()
+
+
 async def test_librdkafka_with_a_wrong_password_is_refused_and_lands_nothing(tmp_path: Path) -> None:
     async with sasl_sink(tmp_path, "SASL_PLAINTEXT") as (_, landed, settings):
-        failed = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_error(error: confluent_kafka.KafkaError) -> None:
-            if error.code() == confluent_kafka.KafkaError._AUTHENTICATION:
-                loop.call_soon_threadsafe(failed.set)
-
-        conf = {
-            **settings,
-            "sasl.mechanisms": "SCRAM-SHA-256",
-            "sasl.username": "alice",
-            "sasl.password": "guess",
-        }
-        async with running_client(lambda: confluent_kafka.Producer({**conf, "error_cb": on_error})):
-            async with asyncio.timeout(60):
-                await failed.wait()
+        await _refused(settings, "alice", "guess")
         assert landed.pushes == []
 
 
@@ -167,19 +167,4 @@ async def test_KIP_554_an_admin_client_adds_a_scram_user_who_then_pushes_and_del
             await admin.call(
                 lambda a: _alter(a, [UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)])
             )
-        failed = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_error(error: confluent_kafka.KafkaError) -> None:
-            if error.code() == confluent_kafka.KafkaError._AUTHENTICATION:
-                loop.call_soon_threadsafe(failed.set)
-
-        conf = {
-            **settings,
-            "sasl.mechanisms": "SCRAM-SHA-256",
-            "sasl.username": "bob",
-            "sasl.password": "bob-secret",
-        }
-        async with running_client(lambda: confluent_kafka.Producer({**conf, "error_cb": on_error})):
-            async with asyncio.timeout(60):
-                await failed.wait()
+        await _refused(settings, "bob", "bob-secret")
