@@ -9,14 +9,28 @@ message instead of raising, so every transport can answer with them as they are.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from enum import IntEnum
 from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
-from subscriptions.errors import ClusterAuthorizationError, Errors, SubscriptionError
-from subscriptions.model import PropertyValue
+from subscriptions.errors import (
+    ClusterAuthorizationError,
+    Errors,
+    InvalidConfigError,
+    InvalidRequestError,
+    SubscriptionError,
+)
+from subscriptions.model import CONFIG_KEYS, MATCH_CONFIG, METRICS_CONFIG, PropertyValue, parse_list
 from subscriptions.store import SubscriptionStore
 
-__all__ = ["AdminResult", "AllowAllAuthorizer", "ClientMetricsAdmin", "ClusterAuthorizer"]
+__all__ = [
+    "AdminResult",
+    "AllowAllAuthorizer",
+    "ClientMetricsAdmin",
+    "ClusterAuthorizer",
+    "ConfigOp",
+    "apply_config_ops",
+]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +49,54 @@ class AllowAllAuthorizer:
 
     def authorize(self, principal: str, operation: Operation) -> bool:
         return True
+
+
+class ConfigOp(IntEnum):
+    """IncrementalAlterConfigs' operations, with Kafka's ids (``AlterConfigOp.OpType``)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+_LIST_KEYS = (METRICS_CONFIG, MATCH_CONFIG)
+
+
+def _items(value: PropertyValue) -> list[str]:
+    """A list key's items, from Kafka's comma-separated form or a list."""
+    if isinstance(value, str):
+        return parse_list(value)
+    return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+
+
+def apply_config_ops(
+    current: Mapping[str, PropertyValue], ops: Sequence[tuple[str, ConfigOp, PropertyValue | None]]
+) -> dict[str, PropertyValue]:
+    """A client-metrics resource's properties after IncrementalAlterConfigs' ``(key, op, value)`` in
+    order, as Kafka applies them: SET replaces, DELETE removes, APPEND adds the value's list items not
+    already there, SUBTRACT removes them (list keys only: ``metrics``, ``match``; INVALID_CONFIG for
+    another key, INVALID_REQUEST for an unknown one). Values are validated afterwards, with the rest."""
+    properties: dict[str, PropertyValue] = dict(current)
+    for key, op, value in ops:
+        if op is ConfigOp.SET:
+            properties[key] = "" if value is None else value
+        elif op is ConfigOp.DELETE:
+            properties.pop(key, None)
+        elif key not in CONFIG_KEYS:
+            raise InvalidRequestError(f"Unknown client metrics configuration: {key}")
+        elif key not in _LIST_KEYS:
+            verb = "append" if op is ConfigOp.APPEND else "subtract"
+            raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {key}")
+        else:
+            items = _items(properties.get(key, ""))
+            given = _items("" if value is None else value)
+            if op is ConfigOp.APPEND:
+                items += [item for item in given if item not in items]
+            else:
+                items = [item for item in items if item not in given]
+            properties[key] = ",".join(items)
+    return properties
 
 
 class AdminResult(NamedTuple, Generic[T]):

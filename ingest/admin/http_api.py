@@ -51,6 +51,7 @@ from ingest.wire import ADMIN_PREFIX, parse_instance_id
 from quotas import DEFAULT, ClientQuotaEntity
 from quotas.entities import ENTITY_FIELDS, USER_TAG, EntityComponent, EntityType, entity_parts
 from subscriptions import AdminResult, ClientContext, Errors, kafka_uuid_string
+from subscriptions.admin import ConfigOp
 from subscriptions.errors import ApiError
 from subscriptions.model import PropertyValue
 
@@ -249,8 +250,11 @@ class _AdminHandlers:
 
     async def patch_subscription(self, request: web.Request, client: ClientContext) -> web.Response:
         changes = _properties(await _json(request, {}), nullable=True)
+        ops = [
+            (key, ConfigOp.DELETE if value is None else ConfigOp.SET, value) for key, value in changes.items()
+        ]
         result = await self.admin.update_subscription(
-            client, request.match_info["name"], changes, validate_only=_flag(request, "validate_only")
+            client, request.match_info["name"], ops, validate_only=_flag(request, "validate_only")
         )
         return _result(client, result, offset=result.value)
 

@@ -59,8 +59,8 @@ from subscriptions import (
     Errors,
     kafka_uuid_string,
 )
-from subscriptions.admin import Operation
-from subscriptions.errors import ApiError, ClusterAuthorizationError
+from subscriptions.admin import ConfigOp, Operation, apply_config_ops
+from subscriptions.errors import ApiError, ClusterAuthorizationError, SubscriptionError
 from subscriptions.gating import NEVER
 from subscriptions.instance import ClientInstance
 from subscriptions.model import PropertyValue
@@ -175,23 +175,16 @@ class SinkAdmin:
         self,
         client: ClientContext,
         name: str,
-        changes: Mapping[str, PropertyValue | None],
+        ops: Sequence[tuple[str, ConfigOp, PropertyValue | None]],
         *,
         validate_only: bool = False,
     ) -> AdminResult[int]:
-        """IncrementalAlterConfigs: set the given keys, delete those given as None, keep the rest (as
-        this replica's image has them: NOT_CONTROLLER if the log moved on meanwhile)."""
-
-        def patched(current: Mapping[str, PropertyValue]) -> dict[str, PropertyValue]:
-            properties = dict(current)
-            for key, value in changes.items():
-                if value is None:
-                    properties.pop(key, None)
-                else:
-                    properties[key] = value
-            return properties
-
-        return await self._change_subscription(client, name, patched, validate_only, retries=0)
+        """IncrementalAlterConfigs: apply Kafka's operations (set, delete, append, subtract) to the
+        properties as this replica's image has them, keep the rest (NOT_CONTROLLER if the log moved on
+        meanwhile: never retried, it depends on what it read)."""
+        return await self._change_subscription(
+            client, name, lambda current: apply_config_ops(current, ops), validate_only, retries=0
+        )
 
     async def _change_subscription(
         self,
@@ -210,7 +203,12 @@ class SinkAdmin:
             image = self.follower.image
             read_version = image.version  # with the read below: no await in between
             current = image.store.get(name)
-            properties = new_properties(current.properties if current else {})
+            try:
+                properties = new_properties(current.properties if current else {})
+            except SubscriptionError as exc:  # an operation that cannot apply, answered once authorized
+                denied = self.denial(client, "ALTER_CONFIGS")
+                failure = exc if denied is None else denied
+                return AdminResult(failure.error, str(failure))
             checked = self.subscriptions.alter(client.principal, name, properties, validate_only=True)
             unchanged = not properties and current is None  # deleting nothing
             if checked.error is not Errors.NONE or validate_only or unchanged:

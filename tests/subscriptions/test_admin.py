@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from subscriptions import ClientMetricsAdmin, Errors, SubscriptionStore
-from subscriptions.admin import Operation
+from subscriptions.admin import ConfigOp, Operation, apply_config_ops
+from subscriptions.errors import InvalidConfigError, InvalidRequestError
 
 
 class OnlyDescribe:
@@ -67,3 +70,21 @@ def test_TEL_23_empty_alter_deletes() -> None:
     admin.alter("User:x", "s", {"metrics": "a"})
     assert admin.alter("User:x", "s", {}).value == 2
     assert admin.list("User:x").value == []
+
+
+def test_incremental_alter_configs_operations_are_kafkas() -> None:
+    current = {"metrics": "a.,b.", "interval.ms": "1000"}
+    ops = [
+        ("metrics", ConfigOp.APPEND, "b.,c."),
+        ("metrics", ConfigOp.SUBTRACT, "a."),
+        ("match", ConfigOp.SET, "client_id=x"),
+        ("interval.ms", ConfigOp.DELETE, None),
+    ]
+    assert apply_config_ops(current, ops) == {"metrics": "b.,c.", "match": "client_id=x"}
+    assert current == {"metrics": "a.,b.", "interval.ms": "1000"}  # not changed in place
+    with pytest.raises(
+        InvalidConfigError, match=r"Config value subtract is not allowed for config key: interval\.ms"
+    ):
+        apply_config_ops(current, [("interval.ms", ConfigOp.SUBTRACT, "1")])
+    with pytest.raises(InvalidRequestError, match="Unknown client metrics configuration: nope"):
+        apply_config_ops(current, [("nope", ConfigOp.APPEND, "1")])

@@ -16,6 +16,9 @@
 - SaslHandshake (17), v0-1, and SaslAuthenticate (36), v0-2: ILLEGAL_SASL_STATE (34), as Kafka's APIs
   answer them on an authenticated connection or a listener without SASL; the authentication itself is
   the listener's (``sasl``), before any request reaches the APIs.
+- DescribeConfigs (32) v1-4, AlterConfigs (33) v0-2, IncrementalAlterConfigs (44) v0-1 and
+  ListConfigResources (74) v0-1, for CLIENT_METRICS resources: the subscriptions, through the admin
+  operations (``config_apis``).
 - DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), v0: SCRAM credentials in the
   config log (``credential_apis``, KIP-554), super users only.
 - DescribeClientQuotas (48) and AlterClientQuotas (49), v0-1: the admin operations (``SinkAdmin``),
@@ -50,15 +53,20 @@ from ingest.admin.operations import QuotaAlteration, SinkAdmin
 from ingest.push.metrics import Rpc
 from ingest.push.pipeline import TelemetryPipeline
 from ingest.security.identity import ClientTextError, check_client_text
+from ingest.transports.kafka.config_apis import ConfigApis
 from ingest.transports.kafka.credential_apis import CredentialApis
 from ingest.transports.kafka.protocol import (
     ALTER_CLIENT_QUOTAS,
+    ALTER_CONFIGS,
     ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
     DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     GET_TELEMETRY_SUBSCRIPTIONS,
+    INCREMENTAL_ALTER_CONFIGS,
+    LIST_CONFIG_RESOURCES,
     METADATA,
     PUSH_TELEMETRY,
     SASL_AUTHENTICATE,
@@ -142,6 +150,7 @@ class KafkaApis:
         self.admin = admin
         self.node = node
         credentials = CredentialApis(admin, self._client)
+        configs = ConfigApis(admin, self._client)
         self._handlers: Mapping[int, Handler] = {
             API_VERSIONS: self._api_versions,
             METADATA: self._metadata,
@@ -154,6 +163,10 @@ class KafkaApis:
             SASL_AUTHENTICATE: self._sasl_authenticate,
             DESCRIBE_USER_SCRAM_CREDENTIALS: credentials.describe_user_scram_credentials,
             ALTER_USER_SCRAM_CREDENTIALS: credentials.alter_user_scram_credentials,
+            DESCRIBE_CONFIGS: configs.describe_configs,
+            ALTER_CONFIGS: configs.alter_configs,
+            INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+            LIST_CONFIG_RESOURCES: configs.list_config_resources,
         }
         assert set(self._handlers) == set(SUPPORTED_VERSIONS)
 

@@ -56,14 +56,18 @@ from kio.static.protocol import Entity
 
 __all__ = [
     "ALTER_CLIENT_QUOTAS",
+    "ALTER_CONFIGS",
     "ALTER_USER_SCRAM_CREDENTIALS",
     "API_KEY",
     "API_VERSIONS",
     "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_CLUSTER",
+    "DESCRIBE_CONFIGS",
     "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "FRAME_SIZE",
     "GET_TELEMETRY_SUBSCRIPTIONS",
+    "INCREMENTAL_ALTER_CONFIGS",
+    "LIST_CONFIG_RESOURCES",
     "MAX_ARRAY_ITEMS",
     "MAX_METADATA_TOPICS",
     "MAX_STRING_BYTES",
@@ -85,6 +89,9 @@ __all__ = [
 ]
 
 METADATA: Final = 3
+DESCRIBE_CONFIGS: Final = 32
+ALTER_CONFIGS: Final = 33
+INCREMENTAL_ALTER_CONFIGS: Final = 44
 SASL_HANDSHAKE: Final = 17
 API_VERSIONS: Final = 18
 SASL_AUTHENTICATE: Final = 36
@@ -95,10 +102,14 @@ ALTER_USER_SCRAM_CREDENTIALS: Final = 51
 DESCRIBE_CLUSTER: Final = 60
 GET_TELEMETRY_SUBSCRIPTIONS: Final = 71
 PUSH_TELEMETRY: Final = 72
+LIST_CONFIG_RESOURCES: Final = 74
 
 SUPPORTED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
     {
         METADATA: (0, 12),
+        DESCRIBE_CONFIGS: (1, 4),
+        ALTER_CONFIGS: (0, 2),
+        INCREMENTAL_ALTER_CONFIGS: (0, 1),
         SASL_HANDSHAKE: (0, 1),
         API_VERSIONS: (0, 3),
         SASL_AUTHENTICATE: (0, 2),
@@ -109,6 +120,7 @@ SUPPORTED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         DESCRIBE_CLUSTER: (0, 1),
         GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
         PUSH_TELEMETRY: (0, 0),
+        LIST_CONFIG_RESOURCES: (0, 1),
     }
 )
 """api key -> (min, max) version: what the listener answers, and all it advertises."""

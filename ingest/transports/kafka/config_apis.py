@@ -1,0 +1,204 @@
+"""The Kafka admin APIs for configs, for ``CLIENT_METRICS`` resources (type 16: the subscriptions),
+over the same admin operations as the HTTP API (``SinkAdmin``: authorization, validation, the config
+log, every replica applying it), so that ``kafka-client-metrics.sh``, ``kafka-configs.sh`` and admin
+clients manage subscriptions on the sink as on a broker:
+
+- DescribeConfigs (32), v1-4: a resource's three keys (``metrics``, ``interval.ms``, ``match``), each
+  with its value, source DYNAMIC_CLIENT_METRICS_CONFIG (7) when set, else DEFAULT_CONFIG (5) and the
+  default, and (v3+) its type (LIST 7, INT 3); ``configuration_keys`` narrows them. Super users only
+  (else CLUSTER_AUTHORIZATION_FAILED for the resource).
+- IncrementalAlterConfigs (44), v0-1: Kafka's SET, DELETE, APPEND and SUBTRACT
+  (``subscriptions.admin.apply_config_ops``) on the properties as this replica has them.
+- AlterConfigs (33), v0-2: the resource's whole configuration replaced (none left: deleted).
+- ListConfigResources (74): v0 is ListClientMetricsResources (every subscription's name), v1 lists
+  the CLIENT_METRICS resources when asked for that type or for every type.
+
+Another resource type is answered INVALID_REQUEST for its resource (the sink has no topics, groups or
+broker configs to describe). A change over the mutation quota is answered THROTTLING_QUOTA_EXCEEDED
+with its throttle, as over HTTP. A request whose header ``ClientId`` is not valid text is answered
+INVALID_REQUEST for every resource.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+
+from ingest.admin.operations import SinkAdmin
+from ingest.security.identity import ClientTextError
+from ingest.transports.kafka.protocol import (
+    ALTER_CONFIGS,
+    DESCRIBE_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+    LIST_CONFIG_RESOURCES,
+    RequestHeader,
+    build,
+    nested,
+    response_schema,
+)
+from subscriptions import AdminResult, ClientContext, Errors
+from subscriptions.admin import ConfigOp
+from subscriptions.model import (
+    CONFIG_KEYS,
+    DEFAULT_INTERVAL_MS,
+    INTERVAL_MS_CONFIG,
+    PropertyValue,
+)
+
+__all__ = ["CLIENT_METRICS", "ConfigApis"]
+
+CLIENT_METRICS: Final = 16
+"""Kafka's ``ConfigResource.Type.CLIENT_METRICS``."""
+_DYNAMIC_CLIENT_METRICS_CONFIG: Final = 7
+_DEFAULT_CONFIG: Final = 5
+_LIST, _INT = 7, 3  # ConfigEntry.ConfigType
+_DEFAULTS: Final = {INTERVAL_MS_CONFIG: str(DEFAULT_INTERVAL_MS)}
+_ZERO_MS: Final = datetime.timedelta(0)
+_UNSUPPORTED: Final = "The sink has CLIENT_METRICS (16) resources only"
+
+
+def _text(value: PropertyValue) -> str:
+    """A property as Kafka writes its value: a list comma-separated."""
+    return ",".join(value) if isinstance(value, list | tuple) else str(value)
+
+
+class ConfigApis:
+    """The four handlers; ``client_of(header, connection)`` is who sent a request (``ClientTextError``
+    for a header client id that is not valid text)."""
+
+    def __init__(self, admin: SinkAdmin, client_of: Callable[[RequestHeader, Any], ClientContext]) -> None:
+        self.admin = admin
+        self._client_of = client_of
+
+    def _client(self, header: RequestHeader, connection: Any) -> ClientContext | str:
+        try:
+            return self._client_of(header, connection)
+        except ClientTextError as exc:
+            return str(exc)
+
+    async def describe_configs(self, header: RequestHeader, body: Any, connection: Any) -> Any:
+        schema = response_schema(DESCRIBE_CONFIGS, header.api_version)
+        client = self._client(header, connection)
+        results = tuple(self._described(schema, client, resource) for resource in body.resources)
+        return build(schema, throttle_time=_ZERO_MS, results=results)
+
+    def _described(self, schema: type[Any], client: ClientContext | str, resource: Any) -> Any:
+        result = nested(schema, "DescribeConfigsResult")
+        code, message, configs = ErrorCode.none, None, ()
+        if isinstance(client, str):
+            code, message = ErrorCode.invalid_request, client
+        elif resource.resource_type != CLIENT_METRICS:
+            code, message = ErrorCode.invalid_request, _UNSUPPORTED
+        else:
+            described = self.admin.describe_subscription(client, resource.resource_name)
+            code, message = ErrorCode(described.error), described.message
+            if described.value is not None and described.error is Errors.NONE:
+                configs = self._entries(schema, described.value, resource.configuration_keys)
+        return build(
+            result,
+            error_code=code,
+            error_message=message,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            configs=configs,
+        )
+
+    def _entries(self, schema: type[Any], properties: dict[str, PropertyValue], keys: Any) -> tuple[Any, ...]:
+        entry = nested(schema, "DescribeConfigsResourceResult")
+        wanted = CONFIG_KEYS if keys is None else [k for k in CONFIG_KEYS if k in keys]
+        return tuple(
+            build(
+                entry,
+                name=key,
+                value=_text(properties[key]) if key in properties else _DEFAULTS.get(key, ""),
+                read_only=False,
+                config_source=_DYNAMIC_CLIENT_METRICS_CONFIG if key in properties else _DEFAULT_CONFIG,
+                is_sensitive=False,
+                synonyms=(),
+                config_type=_INT if key == INTERVAL_MS_CONFIG else _LIST,
+                documentation=None,
+            )
+            for key in wanted
+        )
+
+    async def incremental_alter_configs(self, header: RequestHeader, body: Any, connection: Any) -> Any:
+        async def alter(client: ClientContext, resource: Any) -> AdminResult[int]:
+            try:
+                ops = [(c.name, ConfigOp(c.config_operation), c.value) for c in resource.configs]
+            except ValueError:
+                return AdminResult(Errors.INVALID_REQUEST, "Unknown config operation")
+            return await self.admin.update_subscription(
+                client, resource.resource_name, ops, validate_only=body.validate_only
+            )
+
+        return await self._altered(INCREMENTAL_ALTER_CONFIGS, header, body, connection, alter)
+
+    async def alter_configs(self, header: RequestHeader, body: Any, connection: Any) -> Any:
+        async def alter(client: ClientContext, resource: Any) -> AdminResult[int]:
+            properties = {c.name: c.value for c in resource.configs if c.value is not None}
+            return await self.admin.alter_subscription(
+                client, resource.resource_name, properties, validate_only=body.validate_only
+            )
+
+        return await self._altered(ALTER_CONFIGS, header, body, connection, alter)
+
+    async def _altered(
+        self,
+        api_key: int,
+        header: RequestHeader,
+        body: Any,
+        connection: Any,
+        alter: Callable[[ClientContext, Any], Any],
+    ) -> Any:
+        schema = response_schema(api_key, header.api_version)
+        response = nested(schema, "AlterConfigsResourceResponse")
+        client = self._client(header, connection)
+        answers, throttle_ms = [], 0
+        for resource in body.resources:
+            if isinstance(client, str):
+                code, message = ErrorCode.invalid_request, client
+            elif resource.resource_type != CLIENT_METRICS:
+                code, message = ErrorCode.invalid_request, _UNSUPPORTED
+            else:
+                result = await alter(client, resource)
+                code, message = ErrorCode(result.error), result.message
+                throttle_ms = max(throttle_ms, result.throttle_time_ms)
+            answers.append(
+                build(
+                    response,
+                    error_code=code,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        return build(
+            schema, throttle_time=datetime.timedelta(milliseconds=throttle_ms), responses=tuple(answers)
+        )
+
+    async def list_config_resources(self, header: RequestHeader, body: Any, connection: Any) -> Any:
+        schema = response_schema(LIST_CONFIG_RESOURCES, header.api_version)
+        client = self._client(header, connection)
+        if isinstance(client, str):
+            return build(
+                schema, throttle_time=_ZERO_MS, error_code=ErrorCode.invalid_request, config_resources=()
+            )
+        types = getattr(body, "resource_types", ())
+        listed = self.admin.list_subscriptions(client)
+        if listed.error is not Errors.NONE or listed.value is None:
+            return build(
+                schema, throttle_time=_ZERO_MS, error_code=ErrorCode(listed.error), config_resources=()
+            )
+        names = sorted(listed.value) if not types or CLIENT_METRICS in types else []
+        resource = nested(schema, "ConfigResource")
+        return build(
+            schema,
+            throttle_time=_ZERO_MS,
+            error_code=ErrorCode.none,
+            config_resources=tuple(
+                build(resource, resource_name=name, resource_type=CLIENT_METRICS) for name in names
+            ),
+        )

@@ -1,0 +1,146 @@
+"""kafka-python (an independent, pure Python Kafka client) managing the sink as a broker: client-metrics
+subscriptions through DescribeConfigs, IncrementalAlterConfigs, AlterConfigs and ListConfigResources,
+over SASL_PLAINTEXT with SCRAM-SHA-512; every change goes through the admin path (the config log, applied
+by the replica) and is what the HTTP admin API then shows."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.admin import KafkaAdminClient
+from kafka.admin._configs import AlterConfigOp, ConfigResource, ConfigResourceType
+
+from ingest.config import SinkConfig
+from ingest.server import Sink
+from subscriptions import ClientContext
+
+pytestmark = pytest.mark.integration
+
+ADMIN = ClientContext(principal="User:ops")
+
+
+@asynccontextmanager
+async def admin_client(tmp_path: Path, user: str = "ops") -> AsyncIterator[tuple[Sink, Callable[..., Any]]]:
+    """The sink with a SASL listener (``ops`` a super user, ``dev`` not), and a way to call a
+    kafka-python admin client logged in as ``user`` (its calls block: they run in a thread)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    users = tmp_path / "users.yaml"
+    users.write_text("ops: ops-secret\ndev: dev-secret\n")
+    config = SinkConfig.from_document(
+        {
+            "data_root": str(tmp_path / "data"),
+            "server": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0, "shutdown_grace_s": 5},
+            "kafka_listener": {"port": 0, "security_protocol": "SASL_PLAINTEXT"},
+            "security": {"sasl_users_file": str(users), "super_users": ["User:ops"]},
+            "exporter": {"quota_sample_period_s": 0},
+            "subscriptions": {},
+        }
+    )
+    sink = Sink(config)
+    await sink.start()
+    client = await asyncio.to_thread(
+        KafkaAdminClient,
+        bootstrap_servers=f"127.0.0.1:{sink.kafka_port}",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username=user,
+        sasl_plain_password=f"{user}-secret",
+        request_timeout_ms=30_000,
+    )
+
+    async def call(method: str, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(getattr(client, method), *args, **kwargs)
+
+    try:
+        yield sink, call
+    finally:
+        await asyncio.to_thread(client.close)
+        await sink.stop()
+
+
+def _resource(name: str, configs: Any = None) -> ConfigResource:
+    return ConfigResource(ConfigResourceType.CLIENT_METRICS, name, configs)
+
+
+async def test_kafka_python_creates_changes_lists_and_deletes_a_subscription(tmp_path: Path) -> None:
+    async with admin_client(tmp_path) as (sink, call):
+        created = await call(
+            "alter_configs",
+            [_resource("producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "30000"})],
+        )
+        assert created == {"client_metrics": {"producers": "OK"}}
+        subscription = sink.admin.follower.image.store.get("producers")
+        assert subscription is not None
+        assert subscription.interval_ms == 30000
+        await call(
+            "alter_configs",
+            [_resource("producers", {"metrics": (AlterConfigOp.APPEND, "org.apache.kafka.consumer.")})],
+        )
+        described = await call("describe_configs", [_resource("producers")], config_filter="all")
+        configs = described["client_metrics"]["producers"]
+        assert configs["metrics"]["value"] == "org.apache.kafka.producer.,org.apache.kafka.consumer."
+        assert configs["interval.ms"]["value"] == "30000"
+        assert configs["match"]["value"] == ""  # unset: its default
+        assert await call("list_config_resources", ["CLIENT_METRICS"]) == {"client_metrics": ["producers"]}
+        http = sink.admin.describe_subscription(ADMIN, "producers")  # the same admin path as HTTP
+        assert http.value == {
+            "metrics": "org.apache.kafka.producer.,org.apache.kafka.consumer.",
+            "interval.ms": "30000",
+        }
+        replaced = await call(
+            "alter_configs", [_resource("producers", {"interval.ms": "60000"})], incremental=False
+        )
+        assert replaced == {"client_metrics": {"producers": "OK"}}  # AlterConfigs: the whole set, as sent
+        assert sink.admin.describe_subscription(ADMIN, "producers").value == {
+            "metrics": "org.apache.kafka.producer.,org.apache.kafka.consumer.",
+            "interval.ms": "60000",
+        }
+        await call(
+            "alter_configs",
+            [
+                _resource(
+                    "producers",
+                    {"metrics": (AlterConfigOp.DELETE, None), "interval.ms": (AlterConfigOp.DELETE, None)},
+                )
+            ],
+        )
+        assert sink.admin.follower.image.store.get("producers") is None
+        assert await call("list_config_resources", ["CLIENT_METRICS"]) == {}
+
+
+async def test_kafka_python_gets_kafkas_errors_for_bad_configs_and_a_non_super_user(tmp_path: Path) -> None:
+    async with admin_client(tmp_path) as (_, call):
+        bad = await call(
+            "alter_configs", [_resource("producers", {"interval.ms": "10"})], raise_on_unknown=False
+        )
+        assert _errors(bad) == [
+            "[Error 42] InvalidRequestError: Invalid value 10 for interval.ms, interval must be between 100 "
+            "and 3600000 (1 hour)"
+        ]
+        appended = await call(
+            "alter_configs",
+            [_resource("producers", {"interval.ms": (AlterConfigOp.APPEND, "5")})],
+            raise_on_unknown=False,
+        )
+        assert _errors(appended) == [
+            "[Error 40] InvalidConfigurationError: "
+            "Config value append is not allowed for config key: interval.ms"
+        ]
+    async with admin_client(tmp_path / "dev", user="dev") as (sink, call):
+        refused = await call(
+            "alter_configs", [_resource("producers", {"metrics": "x."})], raise_on_unknown=False
+        )
+        assert _errors(refused) == [
+            "[Error 31] ClusterAuthorizationFailedError: Cluster authorization failed (ALTER_CONFIGS)"
+        ]
+        assert sink.admin.follower.image.store.get("producers") is None
+
+
+def _errors(result: dict[str, Any]) -> list[str]:
+    """The error of each resource of an alter_configs result that failed."""
+    return [str(error) for by_name in result.values() for error in by_name.values() if error != "OK"]
