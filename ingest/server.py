@@ -271,6 +271,8 @@ class Sink:
         self._http_site = site
         self.http_port = site.port
         await self._start_kafka_listener()
+        # the listeners are registered: the config log's dynamic broker configs apply from now on
+        self.config_log.image.broker_configs.bind(self.quotas.connections)
         self._tasks = [
             asyncio.create_task(self.quotas.run_reapers(self.clock), name="quota-reapers"),
             asyncio.create_task(self._expire_periodically(), name="expiry"),

@@ -138,6 +138,7 @@ class ConnectionQuotas:
         self.inter_broker_listener = inter_broker_listener
         self.max_throttle_time_ms = config.quota_window_size_seconds * 1000
         self._max_connections = config.max_connections
+        self._max_connections_per_ip = config.max_connections_per_ip
         self._per_ip_overrides = {
             canonical_ip(ip): n for ip, n in config.max_connections_per_ip_overrides.items()
         }
@@ -201,8 +202,55 @@ class ConnectionQuotas:
         self._slot_freed.set()
 
     def update_max_connections(self, max_connections: int) -> None:
+        """``max.connections`` at run time; a raised limit wakes the acceptors waiting for a slot."""
         self._max_connections = max_connections
         self._slot_freed.set()
+
+    def update_max_connections_per_ip(
+        self, max_connections_per_ip: int, overrides: Mapping[str, int]
+    ) -> None:
+        """``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` at run time (Kafka's
+        ``updateMaxConnectionsPerIp``); connections already open are not closed."""
+        self._max_connections_per_ip = max_connections_per_ip
+        self._per_ip_overrides = {canonical_ip(ip): n for ip, n in overrides.items()}
+
+    def update_broker_max_connection_rate(self, rate: int) -> None:
+        """``max.connection.creation.rate`` at run time; the sensor keeps what it recorded."""
+        self._broker_rate.reconfigure(self._broker_rate.metrics[0], self._rate_config(rate))
+        self._slot_freed.set()
+
+    def update_listener(self, name: str, *, max_connections: int, max_connection_creation_rate: int) -> None:
+        """``listener.name.<l>.max.connections`` and ``.max.connection.creation.rate`` at run time (Kafka's
+        ``ListenerConnectionQuota.reconfigure``); a raised limit wakes the listener's waiting acceptors."""
+        listener = self._listener(name)
+        listener.max_connections = max_connections
+        listener.rate_sensor.reconfigure(
+            listener.rate_sensor.metrics[0], self._rate_config(max_connection_creation_rate)
+        )
+        self._slot_freed.set()
+
+    @property
+    def listener_names(self) -> tuple[str, ...]:
+        return tuple(self._listeners)
+
+    def limits(self) -> dict[str, int | dict[str, int]]:
+        """The limits in force, by Kafka key (the listeners' as ``listener.name.<l>.*``, lower case)."""
+        limits: dict[str, int | dict[str, int]] = {
+            "max.connections": self._max_connections,
+            "max.connections.per.ip": self._max_connections_per_ip,
+            "max.connections.per.ip.overrides": dict(self._per_ip_overrides),
+            "max.connection.creation.rate": int(self._bound(self._broker_rate)),
+        }
+        for name, listener in self._listeners.items():
+            prefix = f"listener.name.{name.lower()}."
+            limits[prefix + "max.connections"] = listener.max_connections
+            limits[prefix + "max.connection.creation.rate"] = int(self._bound(listener.rate_sensor))
+        return limits
+
+    @staticmethod
+    def _bound(sensor: Sensor) -> float:
+        quota = sensor.metrics[0].config.quota
+        return INT_MAX if quota is None else quota.bound
 
     def update_ip_connection_rate_quota(self, ip: str | None, rate: int | None) -> None:
         """Set or remove (``rate=None``) the ``connection_creation_rate`` of one IP, or with
@@ -310,7 +358,7 @@ class ConnectionQuotas:
         self._counts[ip] = previous + 1
         self._total += 1
         listener.count += 1
-        limit = self._per_ip_overrides.get(ip, self.config.max_connections_per_ip)
+        limit = self._per_ip_overrides.get(ip, self._max_connections_per_ip)
         if previous >= limit:
             raise TooManyConnectionsError(ip, limit)
 

@@ -8,7 +8,7 @@ records of the change, in order (``seq``):
 | column | type | meaning |
 |---|---|---|
 | seq | int32 | position of the record in its commit |
-| kind | string | ``subscription``, ``client_quota`` or ``scram_credential`` |
+| kind | string | ``subscription``, ``client_quota``, ``scram_credential`` or ``broker_config`` |
 | subscription | string | subscription name (``subscription`` records) |
 | properties | string | the subscription's complete property set after the change, JSON (``{}``: deleted) |
 | entity_user / entity_client_id / entity_ip | string | the quota entity; ``<default>`` for a default part |
@@ -18,7 +18,9 @@ records of the change, in order (``seq``):
 | replica_id | string | the replica that wrote it |
 | written_at | timestamp (us, UTC) | when |
 
-A ``scram_credential`` record (AlterUserScramCredentials) uses three of them: ``entity_user`` is the
+A ``broker_config`` record (a dynamic broker config: ``dynamic_configs``) has the key in ``quota_key``
+and ``{"value": ...}`` in ``properties`` (``{}``: removed). A ``scram_credential`` record
+(AlterUserScramCredentials) uses three of them: ``entity_user`` is the
 user, ``quota_key`` the mechanism (``SCRAM-SHA-256``, the config name ``kafka-configs.sh`` gives it),
 ``properties`` the salted credential as JSON (iterations, and salt, StoredKey and ServerKey in base64;
 ``{}``: deleted), never a password.
@@ -61,6 +63,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from exporters.delta.appender import latest, sync_local_table
 from exporters.delta.schema import CONFIG_LOG_SCHEMA
+from ingest.admin.dynamic_configs import BrokerConfigChange, DynamicBrokerConfigs
 from ingest.security.sasl import SaslCredentials, ScramCredential
 from quotas import DEFAULT, ClientQuotaEntity, QuotaEntityError, QuotaManagers
 from quotas.entities import (
@@ -129,7 +132,7 @@ class ScramChange(NamedTuple):
     credential: ScramCredential | None
 
 
-ConfigChange = SubscriptionChange | QuotaChange | ScramChange
+ConfigChange = SubscriptionChange | QuotaChange | ScramChange | BrokerConfigChange
 
 
 class ConfigRecord(NamedTuple):
@@ -152,6 +155,9 @@ def _to_row(seq: int, change: ConfigChange, principal: str, replica_id: str, now
     if isinstance(change, SubscriptionChange):
         properties = {k: list(v) if isinstance(v, tuple) else v for k, v in change.properties.items()}
         row.update(kind="subscription", subscription=change.name, properties=json.dumps(properties))
+    elif isinstance(change, BrokerConfigChange):
+        value = {} if change.value is None else {"value": change.value}
+        row.update(kind="broker_config", quota_key=change.key, properties=json.dumps(value))
     elif isinstance(change, ScramChange):
         row.update(
             kind="scram_credential",
@@ -198,6 +204,8 @@ def _from_row(row: Mapping[str, Any]) -> ConfigRecord:
     change: ConfigChange
     if row["kind"] == "subscription":
         change = SubscriptionChange(row["subscription"], json.loads(row["properties"]))
+    elif row["kind"] == "broker_config":
+        change = BrokerConfigChange(row["quota_key"], json.loads(row["properties"]).get("value"))
     elif row["kind"] == "scram_credential":
         change = ScramChange(row["entity_user"], row["quota_key"], _credential(json.loads(row["properties"])))
     else:
@@ -415,6 +423,8 @@ class ConfigImage:
     """The configured quotas by entity (Kafka's ``ClientQuotasImage``)."""
     credentials: SaslCredentials = field(default_factory=lambda: SaslCredentials({}))
     """The SASL users (the users file's), under the log's SCRAM credentials (Kafka's ``ScramImage``)."""
+    broker_configs: DynamicBrokerConfigs = field(default_factory=DynamicBrokerConfigs)
+    """The dynamic broker configs (connection quotas) the log set."""
 
     def apply(self, change: ConfigChange) -> None:
         """Apply one change; a change this replica cannot apply is logged and skipped (it was
@@ -425,6 +435,9 @@ class ConfigImage:
                 return
             if isinstance(change, ScramChange):
                 self.credentials.set_scram(change.mechanism, change.user, change.credential)
+                return
+            if isinstance(change, BrokerConfigChange):
+                self.broker_configs.set(change)
                 return
             self.quotas.alter(change.entity, change.key, change.value)
         except (SubscriptionError, QuotaEntityError) as exc:

@@ -43,6 +43,7 @@ from typing import Any, Final, cast
 from aiohttp import web
 
 from ingest.admin.config_log import ConfigRecord, QuotaChange, ScramChange, SubscriptionChange
+from ingest.admin.dynamic_configs import BrokerConfigChange
 from ingest.admin.operations import QuotaAlteration, SinkAdmin
 from ingest.errors import admin_http_status, retry_after_seconds
 from ingest.push.json_bodies import small_json
@@ -182,6 +183,8 @@ def _record_json(record: ConfigRecord) -> dict[str, Any]:
     }
     if isinstance(change, SubscriptionChange):
         return {**common, "kind": "subscription", "name": change.name, "properties": dict(change.properties)}
+    if isinstance(change, BrokerConfigChange):
+        return {**common, "kind": "broker_config", "key": change.key, "value": change.value}
     if isinstance(change, ScramChange):  # never the credential itself
         return {**common, "kind": "scram_credential", USER_TAG: change.user, "mechanism": change.mechanism,
                 "deleted": change.credential is None}  # fmt: skip

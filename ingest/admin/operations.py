@@ -1,5 +1,5 @@
 """The admin operations, whatever the transport: subscriptions, client quotas, client instances, SCRAM
-credentials (``scram``) and the config log's history.
+credentials (``scram``), dynamic broker configs (``broker_configs``) and the config log's history.
 
 Every operation is authorized on the CLUSTER resource as Kafka does it: changes need ALTER_CONFIGS,
 reads DESCRIBE_CONFIGS (else CLUSTER_AUTHORIZATION_FAILED, 31, with the one denial every transport
@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 from uuid import UUID
 
+from ingest.admin.broker_configs import BrokerConfigAdmin
 from ingest.admin.config_log import (
     ConfigChange,
     ConfigConflictError,
@@ -144,10 +145,13 @@ class SinkAdmin:
         self.now_ms = now_ms
         self.strict_mutation_quota = strict_mutation_quota
         self.subscriptions = ClientMetricsAdmin(follower.image.store, authorizer)
-        self.scram = ScramAdmin(
-            follower, lambda client, operation: self.denial(client, operation) is None, now_ms
-        )
+        self.scram = ScramAdmin(follower, self.authorized, now_ms)
         """SCRAM credentials (KIP-554), in the config log like the rest."""
+        self.broker_configs = BrokerConfigAdmin(follower, self.authorized, now_ms)
+        """The dynamic broker configs (connection quotas), in the config log like the rest."""
+
+    def authorized(self, client: ClientContext, operation: Operation) -> bool:
+        return self.denial(client, operation) is None
 
     def denial(self, client: ClientContext, operation: Operation) -> ClusterAuthorizationError | None:
         """Why ``client`` may not perform ``operation`` on the cluster; None when it may."""

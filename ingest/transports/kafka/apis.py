@@ -150,7 +150,7 @@ class KafkaApis:
         self.admin = admin
         self.node = node
         credentials = CredentialApis(admin, self._client)
-        configs = ConfigApis(admin, self._client)
+        configs = ConfigApis(admin, self._client, node.node_id)
         self._handlers: Mapping[int, Handler] = {
             API_VERSIONS: self._api_versions,
             METADATA: self._metadata,

@@ -13,9 +13,15 @@ clients manage subscriptions on the sink as on a broker:
 - ListConfigResources (74): v0 is ListClientMetricsResources (every subscription's name), v1 lists
   the CLIENT_METRICS resources when asked for that type or for every type.
 
-Another resource type is answered INVALID_REQUEST for its resource (the sink has no topics, groups or
-broker configs to describe). A change over the mutation quota is answered THROTTLING_QUOTA_EXCEEDED
-with its throttle, as over HTTP. A request whose header ``ClientId`` is not valid text is answered
+BROKER resources (type 4; the name ``""`` for the cluster default or this node's id, one scope here)
+describe and change the dynamic broker configs, the connection quotas (``ingest.admin.broker_configs``):
+DescribeConfigs gives each key's value in force, DYNAMIC_DEFAULT_BROKER_CONFIG (3, or
+DYNAMIC_BROKER_CONFIG, 2, when asked by id) where the config log set it, else STATIC_BROKER_CONFIG
+(4); IncrementalAlterConfigs SETs and DELETEs keys, AlterConfigs replaces the dynamic set.
+
+Another resource type is answered INVALID_REQUEST for its resource (the sink has no topics or groups).
+A subscription change over the mutation quota is answered THROTTLING_QUOTA_EXCEEDED with its
+throttle, as over HTTP. A request whose header ``ClientId`` is not valid text is answered
 INVALID_REQUEST for every resource.
 """
 
@@ -48,16 +54,18 @@ from subscriptions.model import (
     PropertyValue,
 )
 
-__all__ = ["CLIENT_METRICS", "ConfigApis"]
+__all__ = ["BROKER", "CLIENT_METRICS", "ConfigApis"]
 
 CLIENT_METRICS: Final = 16
 """Kafka's ``ConfigResource.Type.CLIENT_METRICS``."""
+BROKER: Final = 4
+_DYNAMIC_BROKER_CONFIG, _DYNAMIC_DEFAULT_BROKER_CONFIG, _STATIC_BROKER_CONFIG = 2, 3, 4  # ConfigSource
 _DYNAMIC_CLIENT_METRICS_CONFIG: Final = 7
 _DEFAULT_CONFIG: Final = 5
-_LIST, _INT = 7, 3  # ConfigEntry.ConfigType
+_LIST, _INT, _STRING = 7, 3, 2  # ConfigEntry.ConfigType
 _DEFAULTS: Final = {INTERVAL_MS_CONFIG: str(DEFAULT_INTERVAL_MS)}
 _ZERO_MS: Final = datetime.timedelta(0)
-_UNSUPPORTED: Final = "The sink has CLIENT_METRICS (16) resources only"
+_UNSUPPORTED: Final = "The sink has CLIENT_METRICS (16) and BROKER (4) resources only"
 
 
 def _text(value: PropertyValue) -> str:
@@ -69,9 +77,13 @@ class ConfigApis:
     """The four handlers; ``client_of(header, connection)`` is who sent a request (``ClientTextError``
     for a header client id that is not valid text)."""
 
-    def __init__(self, admin: SinkAdmin, client_of: Callable[[RequestHeader, Any], ClientContext]) -> None:
+    def __init__(
+        self, admin: SinkAdmin, client_of: Callable[[RequestHeader, Any], ClientContext], node_id: int
+    ) -> None:
         self.admin = admin
         self._client_of = client_of
+        self._broker_names = ("", str(node_id))
+        """The cluster default and this node: one scope here (``ingest.admin.broker_configs``)."""
 
     def _client(self, header: RequestHeader, connection: Any) -> ClientContext | str:
         try:
@@ -90,6 +102,8 @@ class ConfigApis:
         code, message, configs = ErrorCode.none, None, ()
         if isinstance(client, str):
             code, message = ErrorCode.invalid_request, client
+        elif resource.resource_type == BROKER:
+            code, message, configs = self._broker_described(schema, client, resource)
         elif resource.resource_type != CLIENT_METRICS:
             code, message = ErrorCode.invalid_request, _UNSUPPORTED
         else:
@@ -104,6 +118,39 @@ class ConfigApis:
             resource_type=resource.resource_type,
             resource_name=resource.resource_name,
             configs=configs,
+        )
+
+    def _broker_described(
+        self, schema: type[Any], client: ClientContext, resource: Any
+    ) -> tuple[ErrorCode, str | None, tuple[Any, ...]]:
+        if resource.resource_name not in self._broker_names:
+            return ErrorCode.invalid_request, f"This node is broker {self._broker_names[1]}", ()
+        error, configs = self.admin.broker_configs.describe(client)
+        if error is not Errors.NONE:
+            return ErrorCode(error), None, ()
+        dynamic_source = (
+            _DYNAMIC_DEFAULT_BROKER_CONFIG if resource.resource_name == "" else _DYNAMIC_BROKER_CONFIG
+        )
+        keys = resource.configuration_keys
+        entry = nested(schema, "DescribeConfigsResourceResult")
+        return (
+            ErrorCode.none,
+            None,
+            tuple(
+                build(
+                    entry,
+                    name=key,
+                    value=value,
+                    read_only=False,
+                    config_source=dynamic_source if dynamic else _STATIC_BROKER_CONFIG,
+                    is_sensitive=False,
+                    synonyms=(),
+                    config_type=_STRING if key.endswith("overrides") else _INT,
+                    documentation=None,
+                )
+                for key, (value, dynamic) in configs.items()
+                if keys is None or key in keys
+            ),
         )
 
     def _entries(self, schema: type[Any], properties: dict[str, PropertyValue], keys: Any) -> tuple[Any, ...]:
@@ -158,14 +205,8 @@ class ConfigApis:
         client = self._client(header, connection)
         answers, throttle_ms = [], 0
         for resource in body.resources:
-            if isinstance(client, str):
-                code, message = ErrorCode.invalid_request, client
-            elif resource.resource_type != CLIENT_METRICS:
-                code, message = ErrorCode.invalid_request, _UNSUPPORTED
-            else:
-                result = await alter(client, resource)
-                code, message = ErrorCode(result.error), result.message
-                throttle_ms = max(throttle_ms, result.throttle_time_ms)
+            code, message, throttled_ms = await self._alter_one(api_key, client, resource, body, alter)
+            throttle_ms = max(throttle_ms, throttled_ms)
             answers.append(
                 build(
                     response,
@@ -177,6 +218,42 @@ class ConfigApis:
             )
         return build(
             schema, throttle_time=datetime.timedelta(milliseconds=throttle_ms), responses=tuple(answers)
+        )
+
+    async def _alter_one(
+        self,
+        api_key: int,
+        client: ClientContext | str,
+        resource: Any,
+        body: Any,
+        alter: Callable[[ClientContext, Any], Any],
+    ) -> tuple[ErrorCode, str | None, int]:
+        """One resource's error code and message, and the throttle it earned."""
+        if isinstance(client, str):
+            return ErrorCode.invalid_request, client, 0
+        if resource.resource_type == BROKER:
+            if resource.resource_name not in self._broker_names:
+                return ErrorCode.invalid_request, f"This node is broker {self._broker_names[1]}", 0
+            error, message = await self._broker_altered(api_key, client, resource, body.validate_only)
+            return ErrorCode(error), message, 0
+        if resource.resource_type != CLIENT_METRICS:
+            return ErrorCode.invalid_request, _UNSUPPORTED, 0
+        result = await alter(client, resource)
+        return ErrorCode(result.error), result.message, result.throttle_time_ms
+
+    async def _broker_altered(
+        self, api_key: int, client: ClientContext, resource: Any, validate_only: bool
+    ) -> tuple[Errors, str | None]:
+        incremental = api_key == INCREMENTAL_ALTER_CONFIGS
+        try:
+            ops = [
+                (c.name, ConfigOp(c.config_operation) if incremental else ConfigOp.SET, c.value)
+                for c in resource.configs
+            ]
+        except ValueError:
+            return Errors.INVALID_REQUEST, "Unknown config operation"
+        return await self.admin.broker_configs.alter(
+            client, ops, replace=not incremental, validate_only=validate_only
         )
 
     async def list_config_resources(self, header: RequestHeader, body: Any, connection: Any) -> Any:

@@ -144,3 +144,38 @@ async def test_kafka_python_gets_kafkas_errors_for_bad_configs_and_a_non_super_u
 def _errors(result: dict[str, Any]) -> list[str]:
     """The error of each resource of an alter_configs result that failed."""
     return [str(error) for by_name in result.values() for error in by_name.values() if error != "OK"]
+
+
+async def test_kafka_python_changes_the_connection_quotas_at_run_time_as_dynamic_broker_configs(
+    tmp_path: Path,
+) -> None:
+    async with admin_client(tmp_path) as (sink, call):
+        broker = ConfigResource(ConfigResourceType.BROKER, "0")
+        described = await call("describe_configs", [broker], config_filter="all")
+        before = described["broker"]["0"]
+        assert before["max.connections"]["value"] == "2147483647"
+        assert before["listener.name.kafka.max.connections"]["value"] == "10000"
+        changed = await call(
+            "alter_configs",
+            [
+                ConfigResource(
+                    ConfigResourceType.BROKER,
+                    "0",  # this node's id (kafka-python names brokers by id)
+                    {"max.connections": "5000", "listener.name.kafka.max.connections": "300"},
+                )
+            ],
+        )
+        assert changed == {"broker": {"0": "OK"}}
+        limits = sink.quotas.connections.limits()
+        assert (limits["max.connections"], limits["listener.name.kafka.max.connections"]) == (5000, 300)
+        after = (await call("describe_configs", [broker], config_filter="all"))["broker"]["0"]
+        assert after["max.connections"]["value"] == "5000"
+        refused = await call(
+            "alter_configs",
+            [ConfigResource(ConfigResourceType.BROKER, "0", {"max.connections": "lots"})],
+            raise_on_unknown=False,
+        )
+        assert _errors(refused) == [
+            "[Error 40] InvalidConfigurationError: Invalid value lots for configuration max.connections: "
+            "Not a number of type INT"
+        ]

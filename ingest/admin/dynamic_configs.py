@@ -1,0 +1,148 @@
+"""Dynamic broker configs: the connection quotas the config log sets at run time on every replica, as
+Kafka's dynamic broker configs set a broker's ``ConnectionQuotas`` (the admin side is
+``broker_configs``).
+
+The keys are Kafka's: ``max.connections``, ``max.connections.per.ip``,
+``max.connections.per.ip.overrides`` (``ip:count,...``), ``max.connection.creation.rate``, and per
+listener ``listener.name.<listener>.max.connections`` and ``.max.connection.creation.rate`` (the
+listeners are ``kafka`` and ``http``). A raised limit wakes the connections waiting at the gate at
+once, a lowered one applies to the next connection (open ones are not closed). Removing a key restores
+the sink's configured (static) value.
+
+``DynamicBrokerConfigs`` holds the keys the log set; it is bound to this replica's ``ConnectionQuotas``
+once its listeners are registered (``bind``), which is when the static values are known: records
+applied before then (the log's replay at start) take effect at the bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, NamedTuple
+
+from quotas import ConnectionQuotas
+from quotas.connection_quotas import parse_per_ip_overrides
+from quotas.java import INT_MAX
+
+__all__ = ["BROKER_CONFIG_KEYS", "BrokerConfigChange", "DynamicBrokerConfigs"]
+
+MAX_CONNECTIONS: Final = "max.connections"
+MAX_CONNECTIONS_PER_IP: Final = "max.connections.per.ip"
+MAX_CONNECTIONS_PER_IP_OVERRIDES: Final = "max.connections.per.ip.overrides"
+MAX_CONNECTION_CREATION_RATE: Final = "max.connection.creation.rate"
+BROKER_CONFIG_KEYS: Final = (
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_IP,
+    MAX_CONNECTIONS_PER_IP_OVERRIDES,
+    MAX_CONNECTION_CREATION_RATE,
+)
+_LISTENER_KEYS: Final = (MAX_CONNECTIONS, MAX_CONNECTION_CREATION_RATE)
+
+
+class BrokerConfigChange(NamedTuple):
+    """``key`` is now ``value`` (None: removed, the static value again)."""
+
+    key: str
+    value: str | None
+
+
+def _listener_key(key: str) -> tuple[str, str] | None:
+    """(listener, key) of a ``listener.name.<listener>.<key>`` key."""
+    if not key.startswith("listener.name."):
+        return None
+    listener, _, rest = key.removeprefix("listener.name.").partition(".")
+    return (listener, rest) if rest in _LISTENER_KEYS and listener else None
+
+
+class DynamicBrokerConfigs:
+    """The broker configs the config log set, and the replica's connection quotas they apply to."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self._connections: ConnectionQuotas | None = None
+        self._static: dict[str, int | dict[str, int]] = {}
+
+    def bind(self, connections: ConnectionQuotas) -> None:
+        """Apply to ``connections`` from now on; its limits now are the static values."""
+        self._connections = connections
+        self._static = connections.limits()
+        self._apply()
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key this replica can change: the broker-wide ones, then its listeners'."""
+        listeners = [k for k in self._static if _listener_key(k) is not None]
+        return (*BROKER_CONFIG_KEYS, *listeners)
+
+    def set(self, change: BrokerConfigChange) -> None:
+        if change.value is None:
+            self.values.pop(change.key, None)
+        else:
+            self.values[change.key] = change.value
+        self._apply()
+
+    def effective(self) -> dict[str, str]:
+        """Each key's value in force, as Kafka writes it."""
+        return {key: self.values.get(key, _text(self._static.get(key, INT_MAX))) for key in self.keys}
+
+    def problem(self, key: str, value: str | None) -> str | None:
+        """Why ``value`` cannot be ``key``'s (INVALID_CONFIG), or None."""
+        if key not in self.keys:
+            return f"Cannot update these configs dynamically: {key} (the sink's are {', '.join(self.keys)})"
+        if value is None:
+            return None
+        if key == MAX_CONNECTIONS_PER_IP_OVERRIDES:
+            try:
+                overrides = parse_per_ip_overrides(value)
+            except ValueError as exc:
+                return f"Invalid value {value} for configuration {key}: {exc}"
+            if any(not 0 <= n <= INT_MAX for n in overrides.values()):
+                return (
+                    f"Invalid value {value} for configuration {key}: counts must be between 0 and {INT_MAX}"
+                )
+            return None
+        try:
+            number = int(value.strip())
+        except ValueError:
+            return f"Invalid value {value} for configuration {key}: Not a number of type INT"
+        low = 1 if key.endswith(MAX_CONNECTION_CREATION_RATE) else 0
+        if not low <= number <= INT_MAX:
+            return f"Invalid value {value} for configuration {key}: Value must be at least {low}"
+        return None
+
+    def _apply(self) -> None:
+        connections = self._connections
+        if connections is None:
+            return
+        limit = self._limit
+        connections.update_max_connections(limit(MAX_CONNECTIONS))
+        overrides = self.values.get(MAX_CONNECTIONS_PER_IP_OVERRIDES)
+        static = self._static.get(MAX_CONNECTIONS_PER_IP_OVERRIDES)
+        connections.update_max_connections_per_ip(
+            limit(MAX_CONNECTIONS_PER_IP),
+            parse_per_ip_overrides(overrides)
+            if overrides is not None
+            else (dict(static) if isinstance(static, Mapping) else {}),
+        )
+        connections.update_broker_max_connection_rate(limit(MAX_CONNECTION_CREATION_RATE))
+        for key in self.keys:
+            parts = _listener_key(key)
+            if parts is not None and parts[1] == MAX_CONNECTIONS:
+                prefix = f"listener.name.{parts[0]}."
+                name = next(n for n in connections.listener_names if n.lower() == parts[0])
+                connections.update_listener(
+                    name,
+                    max_connections=limit(prefix + MAX_CONNECTIONS),
+                    max_connection_creation_rate=limit(prefix + MAX_CONNECTION_CREATION_RATE),
+                )
+
+    def _limit(self, key: str) -> int:
+        if key in self.values:
+            return int(self.values[key].strip())
+        static = self._static.get(key, INT_MAX)
+        return static if isinstance(static, int) else INT_MAX
+
+
+def _text(value: int | dict[str, int]) -> str:
+    if isinstance(value, dict):
+        return ",".join(f"{ip}:{n}" for ip, n in value.items())
+    return str(value)

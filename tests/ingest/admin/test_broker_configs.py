@@ -1,0 +1,118 @@
+"""Dynamic broker configs (connection quotas) through the config log: applied at run time on every
+replica, a raised limit waking the acceptors that wait, a removed key restoring the static value; and
+the admin's Kafka answers (INVALID_CONFIG, CLUSTER_AUTHORIZATION_FAILED)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from ingest.admin.config_log import ConfigImage, ConfigLog, ConfigLogFollower
+from ingest.admin.dynamic_configs import BrokerConfigChange, DynamicBrokerConfigs
+from ingest.admin.operations import SinkAdmin, SuperUserAuthorizer
+from quotas import ConnectionQuotaConfig, ConnectionQuotas, Metrics, QuotaConfig, create_quota_managers
+from subscriptions import ClientContext, ClientMetricsManager, Errors, SubscriptionStore
+from subscriptions.admin import ConfigOp
+from tests.support.clock import FakeClock
+
+ADMIN = ClientContext(principal="User:admin")
+
+
+def _connections(**config: object) -> ConnectionQuotas:
+    connections = ConnectionQuotas(ConnectionQuotaConfig(**config), Metrics(), FakeClock())  # type: ignore[arg-type]
+    connections.add_listener("KAFKA", max_connections=100)
+    return connections
+
+
+async def test_raising_max_connections_wakes_the_waiting_acceptor_and_removing_it_restores_the_static() -> (
+    None
+):
+    connections = _connections(max_connections=1)
+    configs = DynamicBrokerConfigs()
+    configs.bind(connections)
+    await connections.inc("KAFKA", "10.0.0.1")
+    waiting = asyncio.create_task(connections.inc("KAFKA", "10.0.0.2"))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    configs.set(BrokerConfigChange("max.connections", "2"))
+    await asyncio.wait_for(waiting, 5)  # a hang guard: the raise wakes it at once
+    assert connections.total == 2
+    configs.set(BrokerConfigChange("max.connections", None))
+    assert connections.limits()["max.connections"] == 1
+
+
+def test_listener_and_per_ip_keys_reach_the_connection_quotas() -> None:
+    connections = _connections(max_connections_per_ip=10)
+    configs = DynamicBrokerConfigs()
+    configs.set(BrokerConfigChange("listener.name.kafka.max.connections", "7"))  # before the bind: kept
+    configs.bind(connections)
+    configs.set(BrokerConfigChange("max.connections.per.ip.overrides", "10.0.0.1:3,10.0.0.2:4"))
+    configs.set(BrokerConfigChange("listener.name.kafka.max.connection.creation.rate", "50"))
+    limits = connections.limits()
+    assert limits["listener.name.kafka.max.connections"] == 7
+    assert limits["listener.name.kafka.max.connection.creation.rate"] == 50
+    assert limits["max.connections.per.ip.overrides"] == {"10.0.0.1": 3, "10.0.0.2": 4}
+    assert limits["max.connections.per.ip"] == 10  # static, untouched
+    assert configs.effective()["max.connections.per.ip.overrides"] == "10.0.0.1:3,10.0.0.2:4"
+
+
+def _replica(tmp_path: Path, name: str) -> SinkAdmin:
+    clock = FakeClock()
+    store, quotas = SubscriptionStore(), create_quota_managers(QuotaConfig(), clock)
+    follower = ConfigLogFollower(
+        ConfigLog(str(tmp_path / "config_log"), replica_id=name), ConfigImage(store, quotas)
+    )
+    quotas.connections.add_listener("KAFKA")
+    follower.image.broker_configs.bind(quotas.connections)
+    return SinkAdmin(
+        follower, ClientMetricsManager(store), quotas, SuperUserAuthorizer(["User:admin"]), clock.now_ms
+    )
+
+
+async def test_a_change_applies_on_every_replica_through_the_config_log(tmp_path: Path) -> None:
+    one, two = _replica(tmp_path, "r1"), _replica(tmp_path, "r2")
+    ops = [
+        ("max.connections", ConfigOp.SET, "500"),
+        ("listener.name.kafka.max.connections", ConfigOp.SET, "200"),
+    ]
+    assert await one.broker_configs.alter(ADMIN, ops) == (Errors.NONE, None)
+    await two.follower.catch_up()
+    for replica in (one, two):
+        limits = replica.quotas.connections.limits()
+        assert (limits["max.connections"], limits["listener.name.kafka.max.connections"]) == (500, 200)
+    error, described = two.broker_configs.describe(ADMIN)
+    assert error is Errors.NONE
+    assert described["max.connections"] == ("500", True)
+    assert described["max.connections.per.ip"] == ("1000", False)  # the sink's static default
+    replaced = await two.broker_configs.alter(ADMIN, [("max.connections", ConfigOp.SET, "400")], replace=True)
+    assert replaced == (Errors.NONE, None)
+    await one.follower.catch_up()
+    assert one.quotas.connections.limits()["listener.name.kafka.max.connections"] == 2147483647  # removed
+
+
+async def test_kafkas_answers_for_bad_keys_values_operations_and_principals(tmp_path: Path) -> None:
+    admin = _replica(tmp_path, "r1")
+    cases = [
+        (
+            [("log.retention.ms", ConfigOp.SET, "1")],
+            "Cannot update these configs dynamically: log.retention.ms",
+        ),
+        ([("max.connections", ConfigOp.SET, "many")], "Not a number of type INT"),
+        ([("max.connection.creation.rate", ConfigOp.SET, "0")], "Value must be at least 1"),
+        (
+            [("max.connections.per.ip.overrides", ConfigOp.SET, "10.0.0.1")],
+            "max.connections.per.ip.overrides",
+        ),
+        ([("max.connections", ConfigOp.APPEND, "1")], "Config value append is not allowed"),
+    ]
+    for ops, message in cases:
+        error, text = await admin.broker_configs.alter(ADMIN, ops)
+        assert error is Errors.INVALID_CONFIG
+        assert text is not None
+        assert message in text
+    stranger = ClientContext(principal="User:bob")
+    assert (await admin.broker_configs.alter(stranger, [("max.connections", ConfigOp.SET, "1")]))[0] is (
+        Errors.CLUSTER_AUTHORIZATION_FAILED
+    )
+    assert admin.broker_configs.describe(stranger) == (Errors.CLUSTER_AUTHORIZATION_FAILED, {})
+    assert admin.follower.image.broker_configs.values == {}
