@@ -51,10 +51,18 @@ class QuotaManagerConfig:
     num_quota_samples: int = 11
     quota_window_size_seconds: int = 1
     max_entities: int = DEFAULT_MAX_QUOTA_ENTITIES
+    metrics_num_samples: int = 2
+    metrics_sample_window_ms: int = 30_000
+    """The registry's default window (``metrics.num.samples`` x ``metrics.sample.window.ms``), which
+    Kafka's throttle-time sensors use: a throttle stays visible for 30 to 60 s (G4)."""
 
     @property
     def window_ms(self) -> int:
         return self.quota_window_size_seconds * 1000
+
+    @property
+    def throttle_time_config(self) -> MetricConfig:
+        return MetricConfig(samples=self.metrics_num_samples, time_window_ms=self.metrics_sample_window_ms)
 
     def metric_config(self, limit: float | None) -> MetricConfig:
         bound = NO_LIMIT if limit is None else float(limit)
@@ -210,9 +218,13 @@ class ClientQuotaManager:
         """Tell the callback about the cluster; re-read every limit if it says they changed."""
         changed = self.callback.update_cluster_metadata(cluster)
         if changed:
-            self._by_client.clear()
-            self.update_quota_metric_configs()
+            self.quota_limits_changed()
         return changed
+
+    def quota_limits_changed(self) -> None:
+        """The callback's limits changed: look every client up afresh and re-bound every sensor."""
+        self._by_client.clear()
+        self.update_quota_metric_configs()
 
     def expire(self, now_ms: int) -> int:
         """Drop this manager's sensors after an hour without records (STAT-9); return how many.
@@ -277,7 +289,7 @@ class ClientQuotaManager:
         throttle_sensor, created = self.metrics.sensor(
             f"{group}ThrottleTime-{suffix}",
             now_ms,
-            MetricConfig(samples=self.config.num_quota_samples, time_window_ms=self.config.window_ms),
+            self.config.throttle_time_config,
             INACTIVE_SENSOR_EXPIRATION_MS,
         )
         if created:

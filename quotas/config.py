@@ -11,6 +11,8 @@
 | ``max.connections.per.ip.overrides`` | "" | ``host:count`` exceptions, comma separated |
 | ``max.connection.creation.rate`` | 2147483647 | new connections per second across all listeners |
 | ``client.quota.callback.class`` | none | a ``ClientQuotaCallback`` class by dotted path (KIP-257) |
+| ``metrics.num.samples`` | 2 | samples of the throttle-time sensors (Kafka's metric registry default) |
+| ``metrics.sample.window.ms`` | 30000 | length of one of their samples: a throttle stays visible 30 to 60 s |
 
 ``max.connections.per.ip`` is finite by default, unlike Kafka's: a client process keeps one or two
 connections, and a thousand from one address is never met by a fleet of well-behaved clients (even
@@ -45,6 +47,8 @@ _INT_KEYS: Final = {
     "max.connections": ("max_connections", 0),
     "max.connections.per.ip": ("max_connections_per_ip", 0),
     "max.connection.creation.rate": ("max_connection_creation_rate", 0),
+    "metrics.num.samples": ("metrics_num_samples", 1),
+    "metrics.sample.window.ms": ("metrics_sample_window_ms", 1),
 }
 
 
@@ -69,6 +73,8 @@ class QuotaConfig:
     max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     max_connection_creation_rate: int = INT_MAX
     client_quota_callback_class: str | None = None
+    metrics_num_samples: int = 2
+    metrics_sample_window_ms: int = 30_000
 
     KEYS: ClassVar[tuple[str, ...]] = (
         *_INT_KEYS,
@@ -98,6 +104,8 @@ class QuotaConfig:
             max_connection_creation_rate=self.max_connection_creation_rate,
             num_quota_samples=self.num_quota_samples,
             quota_window_size_seconds=self.quota_window_size_seconds,
+            metrics_num_samples=self.metrics_num_samples,
+            metrics_sample_window_ms=self.metrics_sample_window_ms,
         )
 
     @classmethod

@@ -90,6 +90,9 @@ class ConnectionQuotaConfig:
     max_connection_creation_rate: int = DISABLED
     num_quota_samples: int = 11
     quota_window_size_seconds: int = 1
+    metrics_num_samples: int = 2
+    metrics_sample_window_ms: int = 30_000
+    """The throttle-time sensors' window, as Kafka's registry default (G4)."""
 
     def validate(self) -> list[str]:
         problems = []
@@ -179,7 +182,7 @@ class ConnectionQuotas:
         if not rate.metrics:
             rate.add(MetricName.of("connection-accept-rate", GROUP, tags), Rate())
         avg_config = MetricConfig(
-            samples=self.config.num_quota_samples, time_window_ms=self.max_throttle_time_ms
+            samples=self.config.metrics_num_samples, time_window_ms=self.config.metrics_sample_window_ms
         )
         throttle, _ = self.metrics.sensor(f"ConnectionAcceptThrottleTime-{name}", now, avg_config)
         if not throttle.metrics:

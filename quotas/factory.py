@@ -66,8 +66,17 @@ class QuotaManagers:
                 manager.update_quota(entity, value)
 
     def update_cluster_metadata(self, cluster: ClusterMetadata) -> bool:
-        changed = [m.update_cluster_metadata(cluster) for m in self.client_managers()]
-        return any(changed)
+        """Tell each callback about the cluster once (the managers usually share one), and have every
+        manager whose callback says the limits changed re-read them (KIP-257; audit row C14: asking a
+        shared callback once per manager re-bounded only the first manager's sensors)."""
+        answers: dict[int, bool] = {}
+        for manager in self.client_managers():
+            key = id(manager.callback)
+            if key not in answers:
+                answers[key] = manager.callback.update_cluster_metadata(cluster)
+            if answers[key]:
+                manager.quota_limits_changed()
+        return any(answers.values())
 
     def expire(self, now_ms: int) -> int:
         """Drop sensors idle past their expiry (call every 30 s, as Kafka's expiry task does)."""
@@ -110,12 +119,18 @@ def create_quota_managers(
     now = clock.now_ms()
     metrics = Metrics()
     client = QuotaManagerConfig(
-        config.num_quota_samples, config.quota_window_size_seconds, max_quota_entities
+        config.num_quota_samples,
+        config.quota_window_size_seconds,
+        max_quota_entities,
+        config.metrics_num_samples,
+        config.metrics_sample_window_ms,
     )
     controller = QuotaManagerConfig(
         config.num_controller_quota_samples,
         config.controller_quota_window_size_seconds,
         max_quota_entities,
+        config.metrics_num_samples,
+        config.metrics_sample_window_ms,
     )
     return QuotaManagers(
         config=config,

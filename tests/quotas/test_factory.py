@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,8 +16,9 @@ from quotas.config import QuotaConfig, QuotaConfigError
 from quotas.connection_quotas import ConnectionThrottledError
 from quotas.entities import DEFAULT, ClientQuotaEntity, ClusterMetadata, QuotaEntityError, QuotaType
 from quotas.factory import create_quota_managers
+from quotas.sensor import MetricName
 from subscriptions import ClientMetricsManager, SubscriptionStore
-from tests.support.clock import FakeClock
+from tests.support.clock import T0, FakeClock
 
 E = ClientQuotaEntity
 
@@ -141,6 +143,24 @@ def test_QUO_13_callback_class_from_config_is_shared_by_the_managers() -> None:
     assert managers.manager(QuotaType.PRODUCE).quota_limit("User:u", "c") == 300
 
 
+def test_C14_every_manager_re_bounds_its_existing_sensors_when_the_shared_callback_says_so() -> None:
+    config = QuotaConfig(client_quota_callback_class="quotas.callback.ReplicaShareQuotaCallback")
+    clock = FakeClock()
+    managers = create_quota_managers(config, clock)
+    managers.alter(E(None, "c"), "producer_byte_rate", 900)
+    managers.alter(E(None, "c"), "request_percentage", 300)
+    managers.produce.record_and_get_throttle_time_ms("User:u", "c", 1, T0)  # sensors exist before
+    managers.request.record_request_time("User:u", "c", 1, T0)
+    assert managers.update_cluster_metadata(ClusterMetadata("sinks", ("a", "b", "c")))
+    bounds = {
+        (metric.metric_name.group, metric.metric_name.name): metric.config.quota.bound
+        for sensor in managers.metrics.sensors()
+        for metric in sensor.metrics
+        if metric.config.quota is not None and metric.metric_name.name in ("byte-rate", "request-time")
+    }
+    assert bounds == {("Produce", "byte-rate"): 300.0, ("Request", "request-time"): 100.0}
+
+
 class Channel:
     def __init__(self) -> None:
         self.muted = 0
@@ -258,3 +278,24 @@ def test_quota_entities_kept_and_evicted_are_on_the_metrics_page() -> None:
     assert evicted == {"Produce": 3, "Fetch": 0, "Request": 0, "ControllerMutation": 0}
     clients = {s.labels["client_id"] for s in families["telemetry_sink_quota_produce_byte_rate"].samples}
     assert clients == {"c3", "c4"}
+
+
+def test_G4_throttle_time_is_averaged_over_kafkas_registry_window_and_configurable() -> None:
+    """A throttle stays on the throttle-time sensor for metrics.num.samples x metrics.sample.window.ms
+    (2 x 30 s), as in Kafka, not the quota's 11 x 1 s: the 30 s quota snapshots see every throttle."""
+    clock = FakeClock()
+    managers = create_quota_managers(QuotaConfig(), clock)
+    managers.alter(E("alice", None), "producer_byte_rate", 1000)
+    managers.produce.record_and_get_throttle_time_ms("User:alice", "c", 10, T0)
+    managers.produce.throttle("User:alice", "c", 5000, Channel(), T0)
+    alice = (("client-id", ""), ("user", "alice"))
+
+    def throttle_time(now: int) -> float:
+        return managers.values(now)[MetricName("throttle-time", "Produce", alice)]
+
+    assert throttle_time(T0 + 11_000) == 5000.0  # the old 11 x 1 s window had forgotten it here
+    assert throttle_time(T0 + 59_999) == 5000.0
+    assert math.isnan(throttle_time(T0 + 60_000))
+    short = QuotaConfig.from_mapping({"metrics.num.samples": 2, "metrics.sample.window.ms": 1000})
+    assert (short.metrics_num_samples, short.metrics_sample_window_ms) == (2, 1000)
+    assert create_quota_managers(short, clock).produce.config.throttle_time_config.time_window_ms == 1000
