@@ -43,6 +43,7 @@ run: setup
 bench: setup
 	$(BIN)/python benchmarks/subscriptions/bench.py
 	$(BIN)/python benchmarks/quotas/bench.py
+	$(BIN)/python benchmarks/quotas/request_overhead.py
 	$(BIN)/python benchmarks/push_path/bench.py
 	$(BIN)/python benchmarks/push_path/forwarded.py
 	$(BIN)/python benchmarks/kafka_listener/bench.py

@@ -45,6 +45,7 @@ from ingest.push.codec import (
     parse_metrics_data,
     sniff_compression,
 )
+from ingest.push.handler_time import waiting
 from ingest.push.json_bodies import otlp_json_to_protobuf
 from ingest.push.otlp_points import Rejected, drop_invalid_points
 from ingest.push.otlp_scan import StructureLimitError, scan_metrics, strip_zero_padding
@@ -205,7 +206,8 @@ class PayloadDecoders:
                     self.processes, mp_context=multiprocessing.get_context("spawn")
                 )
             try:
-                return await loop.run_in_executor(pool, decode, data, compression_type, max_bytes, limits)
+                with waiting():  # another process's CPU, not the request's handler time
+                    return await loop.run_in_executor(pool, decode, data, compression_type, max_bytes, limits)
             except BrokenProcessPool:
                 log.warning("a payload decoder process died (attempt %d); starting new ones", attempt)
                 if self.pool is pool:

@@ -73,6 +73,7 @@ from ingest.push.decoding import (
     decode_json_export,
     decode_push,
 )
+from ingest.push.handler_time import HandlerTime, metering, waiting
 from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS, ClientHolds
 from ingest.push.metrics import RequestMetrics
 from ingest.security.attribution import ClientGroup
@@ -189,10 +190,10 @@ class TelemetryPipeline:
             refused_ms = await self._refusal(admitted, client, channel)
             if refused_ms:
                 return _throttled_get(refused_ms)
-            started = self._thread_time_ns()
-            now = self.clock.now_ms()
-            response = self.manager.process_get(request, client, now)
-            throttle = self._request_time_throttle_ms(client, started, now)
+            with metering(self._thread_time_ns) as meter:
+                now = self.clock.now_ms()
+                response = self.manager.process_get(request, client, now)
+            throttle = self._request_time_throttle_ms(client, meter, now)
             self._hold(client, 0, throttle, now, channel)
             return response._replace(throttle_time_ms=max(response.throttle_time_ms, throttle))
 
@@ -203,18 +204,18 @@ class TelemetryPipeline:
             refused_ms = await self._refusal(admitted, client, channel)
             if refused_ms:
                 return _throttled_push(refused_ms)
-            started = self._thread_time_ns()
-            now = self.clock.now_ms()
-            size = len(request.metrics or b"")
-            byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
-                client.principal, client.client_id or "", size, now
-            )
-            outcome = self.manager.process_push(request, client, now)
-            if isinstance(outcome, AcceptedPush):
-                response = await self._land(outcome, now)
-            else:
-                response = outcome
-            request_throttle = self._request_time_throttle_ms(client, started, now)
+            with metering(self._thread_time_ns) as meter:
+                now = self.clock.now_ms()
+                size = len(request.metrics or b"")
+                byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
+                    client.principal, client.client_id or "", size, now
+                )
+                outcome = self.manager.process_push(request, client, now)
+                if isinstance(outcome, AcceptedPush):
+                    response = await self._land(outcome, now)
+                else:
+                    response = outcome
+            request_throttle = self._request_time_throttle_ms(client, meter, now)
             self._hold(client, byte_throttle, request_throttle, now, channel)
             throttle = max(response.throttle_time_ms, byte_throttle, request_throttle)
             return response._replace(throttle_time_ms=throttle)
@@ -294,7 +295,6 @@ class TelemetryPipeline:
                     self.admission.retry_after_ms,
                     self.admission.overload_message,
                 )
-            started = self._thread_time_ns()
             now = self.clock.now_ms()
             principal, client_id = client.principal, client.client_id or ""
             held_ms = self.holds.remaining_ms(principal, client_id, now)
@@ -302,13 +302,14 @@ class TelemetryPipeline:
                 return OtlpOutcome(
                     Errors.THROTTLING_QUOTA_EXCEEDED, held_ms, "over quota: retry after the delay"
                 )
-            byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
-                principal, client_id, len(body), now
-            )
-            outcome = await self._land_otlp(
-                body, compression_type, client, instance_header, now, as_json=as_json
-            )
-            request_throttle = self._request_time_throttle_ms(client, started, now)
+            with metering(self._thread_time_ns) as meter:
+                byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
+                    principal, client_id, len(body), now
+                )
+                outcome = await self._land_otlp(
+                    body, compression_type, client, instance_header, now, as_json=as_json
+                )
+            request_throttle = self._request_time_throttle_ms(client, meter, now)
             self._hold(client, byte_throttle, request_throttle, now)
             return outcome
 
@@ -409,7 +410,8 @@ class TelemetryPipeline:
 
     async def _export(self, push: TelemetryPush) -> ExportResult:
         try:
-            return await self.exporter.export(push)
+            with waiting():  # the durable group commit is not this request's handler time
+                return await self.exporter.export(push)
         except Exception:  # the exporter's fault, never the client's: the client retries
             log.exception("exporter failed")
             return ExportResult.RETRYABLE
@@ -450,6 +452,8 @@ class TelemetryPipeline:
             terminating=terminating,
         )
 
-    def _request_time_throttle_ms(self, client: ClientContext, started_ns: int, now: int) -> int:
-        elapsed = self._thread_time_ns() - started_ns
-        return self.quotas.request.record_request_time(client.principal, client.client_id or "", elapsed, now)
+    def _request_time_throttle_ms(self, client: ClientContext, meter: HandlerTime, now: int) -> int:
+        """Record the request's handler time (``handler_time``: its CPU time, its waits left out)."""
+        return self.quotas.request.record_request_time(
+            client.principal, client.client_id or "", meter.total_ns(), now
+        )

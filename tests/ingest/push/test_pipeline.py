@@ -226,3 +226,29 @@ async def test_a_dead_decoder_process_is_replaced_and_the_push_is_decoded_by_a_n
     assert h.pipeline.decoders.pool is not pool
     assert len(h.exporter.pushes) == 2
     await h.pipeline.decoders.close()
+
+
+class _CommitOnABusyLoop(InMemoryExporter):
+    """An exporter whose durable commit takes a while, during which the loop runs other clients'
+    requests: the thread's CPU clock advances by 500 ms that are not this request's."""
+
+    def __init__(self, cpu_ns: list[int]) -> None:
+        super().__init__()
+        self.cpu_ns = cpu_ns
+
+    async def export(self, push: TelemetryPush) -> ExportResult:
+        self.cpu_ns[0] += 500_000_000
+        return await super().export(push)
+
+
+async def test_D8_request_time_is_the_handlers_cpu_time_not_the_wait_for_the_commit() -> None:
+    cpu_ns = [0]
+    h = Harness(_CommitOnABusyLoop(cpu_ns))
+    h.pipeline = TelemetryPipeline(
+        h.manager, h.quotas, h.exporter, clock=h.clock, thread_time_ns=lambda: cpu_ns[0]
+    )
+    h.quotas.alter(ClientQuotaEntity(user="alice"), "request_percentage", 1)  # 10 ms of handling per s
+    assert await h.get() == Errors.NONE
+    captured = (FIXTURES / "librdkafka-producer-push001-zstd.bin").read_bytes()
+    assert await h.push(captured, 4) == (Errors.NONE, 0)  # 500 ms of CPU went by, none of it its own
+    assert len(h.exporter.pushes) == 1

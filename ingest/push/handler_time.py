@@ -1,0 +1,81 @@
+"""The request-handler time of a request, as Kafka's request quota measures it (KIP-124,
+``request_percentage``; audit row D8): the time the sink's thread spends handling that request, not
+the time the request waits.
+
+Every request is handled on the one event loop, between awaits. ``metering()`` starts a request's meter
+(in a context variable, so it follows the request through the coroutines it awaits), and the places
+where a request waits for something that is not its own work say so with ``waiting()``: a decoder
+process decoding a large payload, the exporter's durable group commit. While a request waits, the loop
+runs other requests, whose time is theirs. What is left is this request's handling: its parse, gates,
+quota bookkeeping and inline decode, but neither another client's work nor a Delta commit. It is read
+with the monotonic clock (``time.perf_counter_ns``), as Kafka takes request-handler thread time as
+the wall time from a request's dequeue to its local completion: within a synchronous stretch the loop
+runs nothing else, and the clock costs a few tens of nanoseconds where the thread's CPU clock is a
+system call (see ``benchmarks/quotas/request_overhead.py``).
+
+The decoder process's own CPU is not charged (Kafka has no such process; documented in
+docs/quotas.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Final
+
+__all__ = ["HandlerTime", "metering", "waiting"]
+
+
+class HandlerTime:
+    """One request's handler time so far: the CPU clock's advance, less its waits."""
+
+    __slots__ = ("_clock", "_since", "_spent")
+
+    def __init__(self, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self._clock = clock
+        self._spent = 0
+        self._since: int | None = clock()
+
+    def pause(self) -> None:
+        if self._since is not None:
+            self._spent += self._clock() - self._since
+            self._since = None
+
+    def resume(self) -> None:
+        if self._since is None:
+            self._since = self._clock()
+
+    def total_ns(self) -> int:
+        running = 0 if self._since is None else self._clock() - self._since
+        return self._spent + running
+
+
+_CURRENT: Final[ContextVar[HandlerTime | None]] = ContextVar("handler_time", default=None)
+
+
+@contextmanager
+def metering(clock: Callable[[], int] = time.perf_counter_ns) -> Iterator[HandlerTime]:
+    """Meter the handling of one request (within this context)."""
+    meter = HandlerTime(clock)
+    token = _CURRENT.set(meter)
+    try:
+        yield meter
+    finally:
+        _CURRENT.reset(token)
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """The current request waits for something that is not its own work (nothing to do outside a
+    metered request)."""
+    meter = _CURRENT.get()
+    if meter is None:
+        yield
+        return
+    meter.pause()
+    try:
+        yield
+    finally:
+        meter.resume()
