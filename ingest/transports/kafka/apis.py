@@ -40,6 +40,7 @@ Anything else (another API key, an unsupported version, a body that does not par
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import re
@@ -50,6 +51,7 @@ from typing import Any, Final, Protocol
 from kio.schema.errors import ErrorCode
 
 from ingest.admin.operations import QuotaAlteration, SinkAdmin
+from ingest.push.handler_time import HandlerTime, metering
 from ingest.push.metrics import Rpc
 from ingest.push.pipeline import TelemetryPipeline
 from ingest.security.identity import ClientTextError, check_client_text
@@ -94,6 +96,9 @@ AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
 _SOFTWARE_PATTERN: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 """Kafka's rule for ApiVersions v3's ClientSoftwareName and ClientSoftwareVersion."""
 _ZERO_MS: Final = datetime.timedelta(0)
+_NOT_METERED_HERE: Final = frozenset({GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY, SASL_HANDSHAKE})
+"""The telemetry RPCs record their request time in the pipeline; SaslHandshake is never throttled
+(KIP-124: clients that predate it cannot read a throttle); every other API is recorded here."""
 _ZERO_UUID: Final = uuid.UUID(int=0)
 _LOGGED_CHARS: Final = 64
 """How much of a refused client string a log line shows."""
@@ -181,11 +186,35 @@ class KafkaApis:
                 return encode_response(API_VERSIONS, 0, correlation_id, self._unsupported_api_versions())
             raise FrameError(f"api key {api_key} version {api_version} is not supported")
         header, body = parse_request(frame, api_key, api_version)
-        response = await self._handlers[api_key](header, body, connection)
+        if api_key in _NOT_METERED_HERE:
+            response = await self._handlers[api_key](header, body, connection)
+        else:
+            with metering() as meter:
+                response = await self._handlers[api_key](header, body, connection)
+            response = self._request_quota(header, connection, meter, response)
         try:
             return encode_response(api_key, api_version, correlation_id, response)
         except Exception as exc:  # a value the version cannot carry, from what the client sent
             raise FrameError(f"no {api_key}v{api_version} answer can carry this: {exc!r}") from exc
+
+    def _request_quota(
+        self, header: RequestHeader, connection: KafkaConnection, meter: HandlerTime, response: Any
+    ) -> Any:
+        """Every other API is subject to the request quota too (KIP-124; audit row D13): its handler
+        time is recorded for the connection's client, and a throttle goes into the answer's
+        ``throttle_time_ms`` and mutes the connection, as a broker's ``sendResponseMaybeThrottle``."""
+        try:
+            client = self._client(header, connection)
+        except ClientTextError:
+            client = connection.client_context(None)
+        quotas, now = self.pipeline.quotas, self.pipeline.clock.now_ms()
+        principal, client_id = client.principal, client.client_id or ""
+        throttle_ms = quotas.request.record_request_time(principal, client_id, meter.total_ns(), now)
+        if throttle_ms <= 0 or not hasattr(response, "throttle_time"):
+            return response
+        quotas.request.throttle(principal, client_id, throttle_ms, connection, now)
+        answered = max(throttle_ms, int(response.throttle_time.total_seconds() * 1000))
+        return dataclasses.replace(response, throttle_time=_ms(answered))
 
     # -- SASL, once authenticated (or on a listener without it) ---------------------------------
 

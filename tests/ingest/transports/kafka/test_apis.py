@@ -508,3 +508,27 @@ async def test_mtls_principal_is_the_certificate_subject_and_a_client_without_on
         assert instance.context.principal == "User:CN=127.0.0.1"
         refused = await served.connect(ssl.create_default_context(cafile=str(cert)))  # no certificate
         assert await refused.closed_by_server()
+
+
+async def test_D13_every_api_is_subject_to_the_request_quota_with_throttle_time_and_a_mute(
+    tmp_path: Path,
+) -> None:
+    """Metadata (like ApiVersions, DescribeCluster and the admin APIs) records its handler time for the
+    connection's client; over ``request_percentage`` the answer carries the throttle and the connection
+    is muted until it ends, as a broker's sendResponseMaybeThrottle does (KIP-124)."""
+    clock = SteppedClock()
+    async with serving_kafka(tmp_path, clock=clock) as served:
+        served.quotas.alter(ClientQuotaEntity(user="ANONYMOUS"), "request_percentage", 1e-6)
+        client = await served.connect()
+        metadata = metadata_v12.MetadataRequest(topics=None, include_topic_authorized_operations=False)
+        answer = await client.request(metadata)
+        throttle_ms = round(answer.throttle_time.total_seconds() * 1000)
+        assert throttle_ms > 0
+        assert len(served.quotas.request.throttle_queue) == 1
+        correlation_id = client.send(DescribeClusterRequest(include_cluster_authorized_operations=False))
+        for _ in range(1000):
+            await asyncio.sleep(0)
+        assert served.quotas.request.throttle_queue  # still muted: the request was not read
+        clock.advance(throttle_ms)
+        described = await client.response(60, 1, correlation_id)
+        assert described.throttle_time.total_seconds() > 0  # answered once unmuted, and over quota still
