@@ -771,6 +771,17 @@ class SinkConfig:
                 problems.append(f"subscriptions.{name}: {exc.message}")
         return problems
 
+    def callback_configs(self) -> dict[str, object]:
+        """What a quota callback's ``configure(configs)`` is given (Kafka gives the broker's
+        configuration): the quota keys, and this node's id, cluster id, replica id and data root."""
+        return {
+            **self.quotas.as_mapping(),
+            "node.id": self.kafka_listener.node_id,
+            "cluster.id": self.kafka_listener.cluster_id,
+            "replica.id": self.replica_id,
+            "data.root": self.data_root,
+        }
+
     def subscription_store(self) -> SubscriptionStore:
         """A store holding the bootstrap subscriptions."""
         store = SubscriptionStore.for_config(self.client_metrics)

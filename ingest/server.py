@@ -159,7 +159,10 @@ class Sink:
         store = config.subscription_store()
         self.manager = ClientMetricsManager(store, config.client_metrics)
         self.quotas = create_quota_managers(
-            config.quotas, self.clock, max_quota_entities=config.limits.max_quota_entities
+            config.quotas,
+            self.clock,
+            max_quota_entities=config.limits.max_quota_entities,
+            callback_configs=config.callback_configs(),
         )
         users_file = config.security.sasl_users_file
         credentials = SaslCredentials.load(users_file) if users_file else SaslCredentials({})

@@ -96,6 +96,16 @@ class QuotaConfig:
         problems += self.connection_config().validate() if not problems else []
         return problems
 
+    def as_mapping(self) -> dict[str, object]:
+        """This config under Kafka's keys (what ``from_mapping`` reads back)."""
+        values: dict[str, object] = {key: getattr(self, attr) for key, (attr, _) in _INT_KEYS.items()}
+        values["max.connections.per.ip.overrides"] = ",".join(
+            f"{ip}:{n}" for ip, n in self.max_connections_per_ip_overrides.items()
+        )
+        if self.client_quota_callback_class is not None:
+            values["client.quota.callback.class"] = self.client_quota_callback_class
+        return values
+
     def connection_config(self) -> ConnectionQuotaConfig:
         return ConnectionQuotaConfig(
             max_connections=self.max_connections,

@@ -10,6 +10,7 @@ manager keeps sensors for at most ``max_quota_entities`` entities (``limits.max_
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from quotas.callback import ClientQuotaCallback, load_quota_callback
@@ -108,14 +109,18 @@ def create_quota_managers(
     inter_broker_listener: str | None = None,
     callback: ClientQuotaCallback | None = None,
     max_quota_entities: int = DEFAULT_MAX_QUOTA_ENTITIES,
+    callback_configs: Mapping[str, object] | None = None,
 ) -> QuotaManagers:
     """Build every manager from ``config`` (raising QuotaConfigError for a bad config), each keeping
-    sensors for at most ``max_quota_entities`` entities."""
+    sensors for at most ``max_quota_entities`` entities. A configured callback class is given
+    ``callback_configs`` (the sink's configuration, Kafka's ``configure(configs)``; audit row C16),
+    else ``config``'s keys."""
     problems = config.validate()
     if problems:
         raise QuotaConfigError(problems)
     if callback is None and config.client_quota_callback_class:
-        callback = load_quota_callback(config.client_quota_callback_class)
+        configs = config.as_mapping() if callback_configs is None else callback_configs
+        callback = load_quota_callback(config.client_quota_callback_class, configs)
     now = clock.now_ms()
     metrics = Metrics()
     client = QuotaManagerConfig(

@@ -8,6 +8,7 @@
   it. Instances are grouped by expiry length, and within a group re-arming keeps deadline order, so
   a sweep touches only what has expired (as long as the clock does not go backwards).
 - Keys are the ids' 128-bit ints: ``uuid.UUID`` hashes in Python code, an int in C.
+- Pressure: a live instance evicted for room is logged as a warning, at most every 5 minutes.
 - Connections: instances created on a connection (the Kafka wire listener, PD-8) are removed when it
   closes.
 
@@ -16,6 +17,7 @@ The cache does no locking: the manager serialises access.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Final
@@ -31,7 +33,11 @@ __all__ = [
     "is_expired",
 ]
 
+log = logging.getLogger(__name__)
+
 DEFAULT_CACHE_MAX_SIZE: Final = 16384
+PRESSURE_WARNING_INTERVAL_MS: Final = 300_000
+"""At most one cache-pressure warning this often (Kafka's: every 5 minutes)."""
 DEFAULT_EXPIRY_BASE_MS: Final = 60_000
 
 
@@ -56,6 +62,7 @@ class ClientInstanceCache:
         self._by_expiry: dict[int, OrderedDict[int, None]] = {}
         self._by_connection: dict[str, set[int]] = {}
         self.evictions = 0
+        self._last_pressure_warning_ms: int | None = None
         self.expirations = 0
         self.disconnect_removals = 0
 
@@ -107,6 +114,22 @@ class ClientInstanceCache:
             _, oldest = self._lru.popitem(last=False)
             self._unindex(oldest)
             self.evictions += 1
+            self._warn_of_pressure(now_ms)
+
+    def _warn_of_pressure(self, now_ms: int) -> None:
+        """A live instance was evicted for room: say so, at most every ``PRESSURE_WARNING_INTERVAL_MS``
+        (Kafka's client-metrics cache warns the same way; audit row I22)."""
+        last = self._last_pressure_warning_ms
+        if last is not None and now_ms - last < PRESSURE_WARNING_INTERVAL_MS:
+            return
+        self._last_pressure_warning_ms = now_ms
+        log.warning(
+            "The client instance cache is full (%d instances): live instances are evicted before they "
+            "expire (%d so far); their next push is answered UNKNOWN_SUBSCRIPTION_ID and they re-Get. "
+            "Raise client_metrics: {client.metrics.cache.max.size: ...} if this persists",
+            self.capacity,
+            self.evictions,
+        )
 
     def remove(self, client_instance_id: UUID) -> bool:
         instance = self._lru.get(client_instance_id.int)

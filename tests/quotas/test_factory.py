@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import ClassVar
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ingest.config import SinkConfig
 from ingest.limits import RequestLimits
 from ingest.push.admission import Admission
 from ingest.push.metrics import RequestMetrics, metrics_exposition
-from quotas.callback import ReplicaShareQuotaCallback
+from quotas.callback import DefaultQuotaCallback, ReplicaShareQuotaCallback
 from quotas.config import QuotaConfig, QuotaConfigError
 from quotas.connection_quotas import ConnectionThrottledError
 from quotas.entities import DEFAULT, ClientQuotaEntity, ClusterMetadata, QuotaEntityError, QuotaType
@@ -299,3 +301,30 @@ def test_G4_throttle_time_is_averaged_over_kafkas_registry_window_and_configurab
     short = QuotaConfig.from_mapping({"metrics.num.samples": 2, "metrics.sample.window.ms": 1000})
     assert (short.metrics_num_samples, short.metrics_sample_window_ms) == (2, 1000)
     assert create_quota_managers(short, clock).produce.config.throttle_time_config.time_window_ms == 1000
+
+
+class RecordingCallback(DefaultQuotaCallback):
+    """A callback class loaded by dotted path that keeps what ``configure`` was given."""
+
+    configured: ClassVar[list[dict[str, object]]] = []
+
+    def configure(self, configs: dict[str, object]) -> None:
+        RecordingCallback.configured.append(configs)
+
+
+def test_C16_a_callback_class_is_configured_with_the_sinks_configuration() -> None:
+    path = "tests.quotas.test_factory:RecordingCallback"
+    RecordingCallback.configured.clear()
+    create_quota_managers(QuotaConfig(client_quota_callback_class=path), FakeClock())
+    assert RecordingCallback.configured[-1]["quota.window.num"] == 11  # by default, the quota keys
+    assert RecordingCallback.configured[-1]["client.quota.callback.class"] == path
+    sink = SinkConfig.from_document(
+        {
+            "replica_id": "sink-7",
+            "kafka_listener": {"node_id": 3},
+            "quotas": {"client.quota.callback.class": path},
+        }
+    )
+    create_quota_managers(sink.quotas, FakeClock(), callback_configs=sink.callback_configs())
+    given = RecordingCallback.configured[-1]
+    assert (given["node.id"], given["replica.id"], given["max.connections.per.ip"]) == (3, "sink-7", 1000)

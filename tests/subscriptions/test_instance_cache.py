@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import logging
 from uuid import UUID
 
 import pytest
@@ -152,3 +153,16 @@ def test_F13_a_cached_instance_is_one_object_for_the_garbage_collector() -> None
     instance = cache.peek(UUID(int=7))
     assert instance is not None
     assert (instance.client_instance_id, instance.context) == (UUID(int=7), contexts[5])
+
+
+def test_I22_evicting_live_instances_warns_of_cache_pressure_at_most_every_five_minutes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cache = ClientInstanceCache(capacity=1)
+    with caplog.at_level(logging.WARNING, logger="subscriptions.instance_cache"):
+        for n, now in enumerate((T0, T0 + 1, T0 + 299_999, T0 + 300_000, T0 + 300_001)):
+            cache.put(_instance(n), now)
+    warnings = [r for r in caplog.records if "client instance cache is full" in r.getMessage()]
+    assert cache.evictions == 4
+    assert len(warnings) == 2  # at T0 + 1 and at T0 + 300,001: not in between
+    assert "4 so far" in warnings[-1].getMessage()
