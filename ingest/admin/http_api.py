@@ -37,6 +37,7 @@ that won). For AlterClientQuotas the answer is 409 too, with the entries' errors
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
@@ -46,6 +47,7 @@ from ingest.admin.config_log import ConfigRecord, QuotaChange, ScramChange, Subs
 from ingest.admin.dynamic_configs import BrokerConfigChange
 from ingest.admin.operations import QuotaAlteration, SinkAdmin
 from ingest.errors import admin_http_status, retry_after_seconds
+from ingest.push.handler_time import HandlerTime, metering
 from ingest.push.json_bodies import small_json
 from ingest.security.identity import ANONYMOUS
 from ingest.wire import ADMIN_PREFIX, parse_instance_id
@@ -202,10 +204,12 @@ def admin_routes(
     def handler(serve: Callable[[web.Request, ClientContext], Awaitable[web.Response]]) -> _Handler:
         async def handle(request: web.Request) -> web.Response:
             client = client_of(request)
-            try:
-                return await serve(request, client)
-            except ApiError as exc:
-                return _answer(client, exc.error, str(exc))
+            with metering() as meter:
+                try:
+                    response = await serve(request, client)
+                except ApiError as exc:
+                    response = _answer(client, exc.error, str(exc))
+            return _request_quota(admin, client, meter, response)
 
         return handle
 
@@ -226,6 +230,28 @@ def admin_routes(
 
 
 _Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def _request_quota(
+    admin: SinkAdmin, client: ClientContext, meter: HandlerTime, response: web.Response
+) -> web.Response:
+    """Every admin request, authorized or not, is subject to the request quota (KIP-124; audit row
+    D13): its handler time is recorded for the client, and over ``request_percentage`` the answer
+    carries the throttle (``throttle_time_ms`` and ``Retry-After``, the larger of it and the answer's
+    own); nobody is held (docs/quotas.md)."""
+    quota = admin.quotas.request
+    throttle_ms = quota.record_request_time(
+        client.principal, client.client_id or "", meter.total_ns(), admin.now_ms()
+    )
+    if throttle_ms <= 0 or not isinstance(response.body, bytes):
+        return response
+    body = json.loads(response.body)
+    body["throttle_time_ms"] = max(throttle_ms, int(body.get("throttle_time_ms") or 0))
+    headers = {
+        k: v for k, v in response.headers.items() if k.lower() not in ("content-type", "content-length")
+    }
+    headers["Retry-After"] = str(retry_after_seconds(body["throttle_time_ms"]))
+    return web.json_response(body, status=response.status, headers=headers)
 
 
 class _AdminHandlers:

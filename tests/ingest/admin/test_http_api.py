@@ -19,7 +19,7 @@ from ingest.admin.http_api import admin_routes
 from ingest.admin.operations import SinkAdmin, SuperUserAuthorizer
 from ingest.security.identity import ANONYMOUS
 from ingest.wire import ADMIN_PREFIX
-from quotas import QuotaConfig, create_quota_managers
+from quotas import ClientQuotaEntity, QuotaConfig, create_quota_managers
 from subscriptions import (
     ClientContext,
     ClientMetricsManager,
@@ -319,3 +319,14 @@ async def test_an_instance_never_seen_has_no_last_push(api: Admin) -> None:
     )
     described = await api.call("GET", f"/client-instances/{response.client_instance_id}")
     assert described.json()["instance"]["last_push_ms"] is None
+
+
+async def test_D13_admin_requests_authorized_or_not_are_subject_to_the_request_quota(api: Admin) -> None:
+    api.admin.quotas.alter(ClientQuotaEntity(user="bob"), "request_percentage", 1e-6)
+    refused = await api.call("GET", "/subscriptions", headers=BOB)
+    assert refused.status_code == 403  # denied, and recorded all the same
+    assert refused.json()["throttle_time_ms"] > 0
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert refused.json()["error"] == "CLUSTER_AUTHORIZATION_FAILED"
+    served = await api.call("GET", "/subscriptions")  # the admin's own entity has no such quota
+    assert "throttle_time_ms" not in served.json()
