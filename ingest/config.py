@@ -115,7 +115,7 @@ from ingest.push.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ingest.push.decoding import DEFAULT_DECODE_PROCESSES
 from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS
 from ingest.security.authentication import Authenticator, is_principal, load_tokens, parse_proxy_addresses
-from ingest.security.sasl import MECHANISMS, SaslCredentials
+from ingest.security.sasl import MECHANISMS, read_sasl_users
 from ingest.transports.connections import (
     DEFAULT_GATE_LIMITS,
     DEFAULT_HTTP_TIMEOUTS,
@@ -531,7 +531,7 @@ class SecurityConfig:
             )
         if self.sasl_users_file is not None:
             try:
-                SaslCredentials.load(self.sasl_users_file)
+                read_sasl_users(self.sasl_users_file)
             except ValueError as exc:
                 problems += [f"security.sasl_users_file: {line}" for line in str(exc).splitlines()]
         if self.require_authentication:

@@ -15,7 +15,8 @@
   answer does not tell which users exist, as Kafka words it: ``Authentication failed during
   authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256``.
 
-Kafka's SCRAM extension for delegation tokens (``tokenauth=true``) is not supported: a client-first
+A SCRAM message over ``MAX_SCRAM_MESSAGE_BYTES`` fails like any malformed one, unparsed. Kafka's SCRAM
+extension for delegation tokens (``tokenauth=true``) is not supported: a client-first
 message carrying it fails like any malformed message. The Kafka framing of the tokens (SaslHandshake,
 SaslAuthenticate) is the Kafka listener's (``ingest.transports.kafka.sasl``).
 """
@@ -35,6 +36,7 @@ import yaml
 
 __all__ = [
     "MAX_SCRAM_ITERATIONS",
+    "MAX_SCRAM_MESSAGE_BYTES",
     "MECHANISMS",
     "MIN_SCRAM_ITERATIONS",
     "SCRAM_ITERATIONS",
@@ -45,6 +47,7 @@ __all__ = [
     "SaslServer",
     "ScramCredential",
     "create_sasl_server",
+    "read_sasl_users",
     "sasl_principal",
     "scram_credential",
 ]
@@ -62,6 +65,9 @@ SCRAM_MECHANISM_IDS: Final = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 """Kafka's ``ScramMechanism`` type bytes, as the SCRAM admin APIs carry them (0 is UNKNOWN)."""
 _HASHES: Final = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MAX_USERNAME_CHARS: Final = 1024
+MAX_SCRAM_MESSAGE_BYTES: Final = 8192
+"""A SCRAM message carries a user name (at most ``MAX_USERNAME_CHARS``), a nonce and a proof: a longer
+one is refused before it is parsed, since parsing a megabyte-long one held the event loop for a second."""
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -116,16 +122,7 @@ class SaslCredentials:
     @classmethod
     def load(cls, path: str | Path) -> SaslCredentials:
         """The users of a YAML file ``{user: password}``; ValueError saying what is wrong with it."""
-        try:
-            document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise ValueError(f"cannot read {path}: {exc}") from exc
-        if not isinstance(document, dict) or not document:
-            raise ValueError(f"{path} must map each user name to its password")
-        users = {str(name): password for name, password in document.items()}
-        if any(not isinstance(password, str) for password in users.values()):
-            raise ValueError(f"{path}: every password must be a string")
-        return cls(users)
+        return cls(read_sasl_users(path))
 
     @property
     def users(self) -> frozenset[str]:
@@ -157,6 +154,24 @@ class SaslCredentials:
                 if credential is not None:
                     found.setdefault(name, {})[mechanism] = credential.iterations
         return found
+
+
+def read_sasl_users(path: str | Path) -> dict[str, str]:
+    """The users file read and checked, without deriving any credential (the config's validation
+    reads it this way: deriving SCRAM credentials costs two PBKDF2s per user)."""
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(document, dict) or not document:
+        raise ValueError(f"{path} must map each user name to its password")
+    users = {str(name): password for name, password in document.items()}
+    if any(not isinstance(password, str) for password in users.values()):
+        raise ValueError(f"{path}: every password must be a string")
+    problems = _user_problems(users)
+    if problems:
+        raise ValueError("\n".join(problems))
+    return users
 
 
 def _user_problems(users: Mapping[str, str]) -> list[str]:
@@ -259,6 +274,8 @@ class _ScramServer:
         return _generic_failure(self.mechanism)
 
     def evaluate(self, token: bytes) -> bytes | None:
+        if len(token) > MAX_SCRAM_MESSAGE_BYTES:
+            raise self._failed()
         try:
             message = token.decode("utf-8")
             if self._step == 0:

@@ -10,6 +10,7 @@ import pytest
 import scramp
 
 from ingest.security.sasl import (
+    MAX_SCRAM_MESSAGE_BYTES,
     MECHANISMS,
     SaslAuthenticationError,
     SaslCredentials,
@@ -115,3 +116,15 @@ def test_a_bad_users_file_says_what_is_wrong(tmp_path: Path, text: str, problem:
     users.write_text(text)
     with pytest.raises(ValueError, match=problem):
         SaslCredentials.load(users)
+
+
+def test_an_oversized_scram_message_is_refused_without_being_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A megabyte-long user name or nonce would hold the event loop while scramp parses it."""
+    server = create_sasl_server("SCRAM-SHA-256", USERS)
+
+    def parsed(*_: object) -> None:
+        raise AssertionError("an oversized message reached the SCRAM parser")
+
+    monkeypatch.setattr(scramp.core.ScramServer, "set_client_first", parsed)
+    with pytest.raises(SaslAuthenticationError, match="invalid credentials"):
+        server.evaluate(b"n,,n=" + b"a" * MAX_SCRAM_MESSAGE_BYTES + b",r=abc")
