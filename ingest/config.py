@@ -70,6 +70,9 @@ exporter:
 admin:
   strict_mutation_quota: true   # controller_mutation_rate refuses changes over it (false: throttles them)
   config_log_poll_s: 2          # how often the config log (<data_root>/config_log) is read for changes
+  replica_heartbeat_ms: 10000   # how often this replica announces itself in <data_root>/_replicas
+  replica_session_timeout_ms: 30000  # a replica not heard from this long is gone (Kafka's
+                                #   broker.session.timeout.ms): the live set quota callbacks are told
 subscriptions:                  # bootstrap subscriptions, as the admin API would set them
   kafka-client-metrics: {metrics: "org.apache.kafka.", interval.ms: 30000}
 client_quotas:                  # bootstrap client quotas, as AlterClientQuotas would set them
@@ -582,6 +585,16 @@ class AdminConfig:
 
     strict_mutation_quota: bool = _key(True, _boolean)
     config_log_poll_s: float = _key(2.0, _number("a positive number of seconds", lambda s: s > 0))
+    replica_heartbeat_ms: int = _key(10_000, _integer(100, _INT_MAX, "an integer >= 100"))
+    replica_session_timeout_ms: int = _key(30_000, _integer(100, _INT_MAX, "an integer >= 100"))
+
+    def validate(self) -> list[str]:
+        if self.replica_session_timeout_ms <= self.replica_heartbeat_ms:
+            return [
+                "admin.replica_session_timeout_ms must be longer than admin.replica_heartbeat_ms, or a "
+                "live replica counts as gone between two of its heartbeats"
+            ]
+        return []
 
 
 ConnectorMode = Literal["auto", "on", "off"]
@@ -738,6 +751,7 @@ class SinkConfig:
                 self.server, self.kafka_listener.port, kafka_sasl=self.kafka_listener.uses_sasl(self.server)
             )
             + self.kafka_listener.validate(self.server, self.security.sasl_users_file)
+            + self.admin.validate()
             + commit_safety_problems(self.data_root, self.storage_options)
         )
         kafka_port = self.kafka_listener.port

@@ -65,6 +65,7 @@ from ingest.admin import (
     ConfigLog,
     ConfigLogFollower,
     QuotaChange,
+    ReplicaDirectory,
     SinkAdmin,
     SuperUserAuthorizer,
     admin_routes,
@@ -174,7 +175,9 @@ class Sink:
             replica_id=config.replica_id,
             storage_options=config.storage_options,
         )
-        self.config_log = ConfigLogFollower(config_log, image, config.admin.config_log_poll_s)
+        self.config_log = ConfigLogFollower(
+            config_log, image, config.admin.config_log_poll_s, now_ms=self.clock.now_ms
+        )
         self.admin = SinkAdmin(
             self.config_log,
             self.manager,
@@ -182,6 +185,16 @@ class Sink:
             SuperUserAuthorizer(config.security.super_users),
             self.clock.now_ms,
             strict_mutation_quota=config.admin.strict_mutation_quota,
+        )
+        self.replicas = ReplicaDirectory(
+            config.data_root,
+            replica_id=config.replica_id,
+            cluster_id=config.kafka_listener.cluster_id,
+            quotas=self.quotas,
+            now_ms=self.clock.now_ms,
+            heartbeat_ms=config.admin.replica_heartbeat_ms,
+            session_timeout_ms=config.admin.replica_session_timeout_ms,
+            storage_options=config.storage_options,
         )
         self.exporter = _exporter(config)
         self.quota_samples = _quota_sample_recorder(config)
@@ -213,6 +226,7 @@ class Sink:
     async def start(self) -> None:
         server = self.config.server
         await self.config_log.catch_up()  # serve with every change made so far
+        await self.replicas.heartbeat()  # and with the quotas' share of the live replicas
         await self.exporter.start()
         self._grpc = grpc.aio.server(
             options=[
@@ -280,6 +294,7 @@ class Sink:
             asyncio.create_task(self.quotas.run_reapers(self.clock), name="quota-reapers"),
             asyncio.create_task(self._expire_periodically(), name="expiry"),
             asyncio.create_task(self.config_log.run(), name="config-log"),
+            asyncio.create_task(self.replicas.run(), name="replica-heartbeat"),
             asyncio.create_task(self.loop_lag.run(), name="loop-lag"),
         ]
         if self.quota_samples is not None:
@@ -381,6 +396,7 @@ class Sink:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.replicas.withdraw()
         return flushed
 
     def _stop_listeners(self, server: ServerConfig) -> list[Coroutine[Any, Any, None]]:

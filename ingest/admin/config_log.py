@@ -53,7 +53,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
@@ -508,10 +508,17 @@ class ConfigLogFollower:
     ``poll_interval_s``, and writes changes (then applies them, and everything before them, in
     offset order)."""
 
-    def __init__(self, config_log: ConfigLog, image: ConfigImage, poll_interval_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        config_log: ConfigLog,
+        image: ConfigImage,
+        poll_interval_s: float = 2.0,
+        now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
         self.log = config_log
         self.image = image
         self.poll_interval_s = poll_interval_s
+        self.now_ms = now_ms
         self._lock = asyncio.Lock()
 
     async def catch_up(self) -> int:
@@ -520,8 +527,14 @@ class ConfigLogFollower:
             return await self._catch_up()
 
     async def _catch_up(self) -> int:
+        """Read the log after the image's offset and apply it. Applying is the cluster's work, not a
+        client's: its time goes to the request quota's ``exempt-request-time``, as a broker's
+        UpdateMetadata from the controller (KIP-124; audit row D10)."""
         version, records = await asyncio.to_thread(self.log.read_since, self.image.version)
+        started = time.perf_counter_ns()
         self.image.apply_records(records, version)
+        if records:
+            self.image.quotas.request.record_exempt(time.perf_counter_ns() - started, self.now_ms())
         return self.image.version
 
     async def write(

@@ -4,9 +4,16 @@ Read at scrape time (a ``prometheus_client`` collector), on the event loop like 
 the engines:
 
 - the subscription core's counters (``telemetry_sink_client_metrics_*``, TEL-24);
-- every quota-engine sensor as ``telemetry_sink_quota_<group>_<metric>`` gauges, Kafka's metric tags
-  as labels (``client-id`` becomes ``client_id``): byte rates, request time, tokens, throttle times,
-  connection counts and accept rates, delay-queue sizes;
+- every quota-engine sensor under Kafka's name, by one rule (``kafka_metric_name``): Kafka's metric
+  ``(group, name, tags)`` is the gauge ``kafka_server_<group>_<name>`` with its tags as labels, names
+  lower-cased and every character but a letter, digit or ``_`` written ``_`` (``client-id`` becomes
+  ``client_id``), values unchanged. That is what the Prometheus JMX exporter's default format
+  (``lowercaseOutputName: true``) makes of a broker's MBean ``kafka.server:type=<group>,<tags>``
+  attribute ``<name>``, so dashboards and alerts over a broker's quota metrics read the sink's:
+  ``kafka_server_produce_byte_rate{user,client_id}``, ``kafka_server_request_request_time``,
+  ``kafka_server_request_exempt_request_time``, ``kafka_server_controllermutation_tokens``, the
+  ``throttle_time`` of each, ``kafka_server_socket_server_metrics_connection_count{listener}``,
+  ``kafka_server_produce_queue_size``...;
 - the front end's requests (``RequestMetrics``), by ``transport`` (``grpc``, ``http``, ``kafka``) and ``rpc``
   (``GetTelemetrySubscriptions``, ``PushTelemetry``, ``Export`` for OTLP's ``MetricsService/Export``):
   ``telemetry_sink_requests_total`` by the answer's Kafka error ``code`` and ``error`` name (0/NONE
@@ -59,6 +66,7 @@ __all__ = [
     "RequestMetrics",
     "RequestObservation",
     "SinkCollector",
+    "kafka_metric_name",
     "metrics_exposition",
 ]
 
@@ -79,6 +87,11 @@ _NOT_NAME: Final = re.compile(r"[^a-zA-Z0-9_]")
 
 def _name(text: str) -> str:
     return _NOT_NAME.sub("_", text).lower()
+
+
+def kafka_metric_name(group: str, name: str) -> str:
+    """The Prometheus name of Kafka's metric ``name`` in ``group`` (see the module docstring)."""
+    return f"kafka_server_{_name(group)}_{_name(name)}"
 
 
 class SinkCollector(Collector):
@@ -108,7 +121,7 @@ class SinkCollector(Collector):
         for metric, value in self.quotas.values(self.now_ms()).items():
             if math.isnan(value):
                 continue  # an average with nothing recorded yet
-            name = f"telemetry_sink_quota_{_name(metric.group)}_{_name(metric.name)}"
+            name = kafka_metric_name(metric.group, metric.name)
             helps.setdefault(name, f"Kafka quota sensor {metric.group}/{metric.name}")
             sensors.setdefault(name, []).append(({_name(k): v for k, v in metric.tags}, value))
         for name, values in sensors.items():

@@ -57,6 +57,7 @@ from ingest.errors import (
     retry_after_seconds,
 )
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
+from ingest.push.handler_time import metering
 from ingest.push.json_bodies import small_json
 from ingest.push.metrics import CONTENT_TYPE, Rpc
 from ingest.push.pipeline import EXPORTER_RETRY_MS, OtlpOutcome, TelemetryPipeline
@@ -91,6 +92,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_Route = Callable[[web.Request], Awaitable[web.Response]]
 
 SERVER_OPTIONS: Final[Mapping[str, Any]] = MappingProxyType({"auto_decompress": False})
 """For the ``AppRunner`` serving the app: ``Content-Encoding`` is undone by the codec, whose output is
@@ -222,14 +225,14 @@ def create_http_app(
     app[AUTHENTICATOR] = pipeline.authenticator
     app[LIMITS] = pipeline.limits
     if metrics is not None:
-        app.add_routes([web.get(METRICS_PATH, handlers.prometheus)])
+        app.add_routes([web.get(METRICS_PATH, handlers.exempt(handlers.prometheus))])
     app.add_routes(
         [
             web.post(GET_PATH, handlers.get_subscriptions),
             web.post(PUSH_PATH, handlers.push),
             web.post(OTLP_METRICS_PATH, handlers.otlp_metrics),
-            web.get(HEALTH_PATH, handlers.healthz),
-            web.get("/readyz", handlers.readyz),
+            web.get(HEALTH_PATH, handlers.exempt(handlers.healthz)),
+            web.get("/readyz", handlers.exempt(handlers.readyz)),
         ]
     )
     return app
@@ -285,6 +288,19 @@ class _Handlers:
             body, compression, client, request.headers.get(INSTANCE_ID_HEADER), as_json=as_json
         )
         return _otlp_answer(outcome, as_json)
+
+    def exempt(self, handler: _Route) -> _Route:
+        """The platform's requests (probes, scrapes) are nobody's client traffic: their handler time
+        goes to the request quota's never-throttled ``exempt-request-time``, as a broker's
+        cluster-action requests do (KIP-124; audit row D10)."""
+
+        async def metered(request: web.Request) -> web.Response:
+            with metering() as meter:
+                response = await handler(request)
+            self.pipeline.quotas.request.record_exempt(meter.total_ns(), self.pipeline.clock.now_ms())
+            return response
+
+        return metered
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

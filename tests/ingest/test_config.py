@@ -547,3 +547,14 @@ def test_a_bad_sasl_users_file_is_a_config_problem(tmp_path: Path) -> None:
     users.write_text("alice: ''\n")
     problems = _sasl_problems(tmp_path, {}, {"sasl_users_file": str(users)}, tls=False)
     assert "security.sasl_users_file: user 'alice': the password is empty" in problems
+
+
+def test_C14_a_replica_session_timeout_not_longer_than_the_heartbeat_is_refused() -> None:
+    with pytest.raises(SinkConfigError, match="replica_session_timeout_ms must be longer"):
+        SinkConfig.from_document(
+            {"admin": {"replica_heartbeat_ms": 5000, "replica_session_timeout_ms": 5000}}
+        )
+    config = SinkConfig.from_document(
+        {"admin": {"replica_heartbeat_ms": 1000, "replica_session_timeout_ms": 5000}}
+    )
+    assert (config.admin.replica_heartbeat_ms, config.admin.replica_session_timeout_ms) == (1000, 5000)

@@ -121,3 +121,79 @@ def test_the_configured_request_limits_reach_the_pipeline_holds_counters_and_quo
     assert [manager.config.max_entities for manager in managers] == [7, 7, 7, 7]
     assert sink.pipeline.holds.max_held_clients == 5
     assert sink.pipeline.request_metrics.max_entities == 9
+
+
+async def test_C14_sinks_on_one_data_root_announce_themselves_and_a_shared_quota_divides(
+    tmp_path: Path,
+) -> None:
+    """KIP-257's updateClusterMetadata in production: each replica announces itself in the data root
+    at start and learns the others, so ``ReplicaShareQuotaCallback`` enforces 1/N of the fleet's quota;
+    a replica that stops withdraws, and the others take the whole quota back."""
+
+    def config(replica: str) -> SinkConfig:
+        return SinkConfig.from_document(
+            {
+                "data_root": str(tmp_path / "data"),
+                "replica_id": replica,
+                "server": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
+                "kafka_listener": {"port": None},
+                "exporter": {"name": "memory", "quota_sample_period_s": 0},
+                "quotas": {"client.quota.callback.class": "quotas.callback.ReplicaShareQuotaCallback"},
+                "client_quotas": [{"entity": {"client-id": None}, "quotas": {"producer_byte_rate": 1000}}],
+            }
+        )
+
+    first, second = Sink(config("sink-0")), Sink(config("sink-1"))
+    await first.start()
+    try:
+        assert first.quotas.produce.quota_limit("User:u", "c") == 1000
+        await second.start()
+        try:
+            assert second.quotas.produce.quota_limit("User:u", "c") == 500  # it saw sink-0 at start
+            assert await first.replicas.heartbeat() == ("sink-0", "sink-1")
+            assert first.quotas.produce.quota_limit("User:u", "c") == 500
+        finally:
+            await second.stop()
+        assert await first.replicas.heartbeat() == ("sink-0",)
+        assert first.quotas.produce.quota_limit("User:u", "c") == 1000
+    finally:
+        await first.stop()
+
+
+def _exempt_request_time(sink: Sink) -> float:
+    values = sink.quotas.values(sink.clock.now_ms())
+    return next(v for m, v in values.items() if m.name == "exempt-request-time")
+
+
+async def test_D10_probes_scrapes_and_applying_the_config_log_go_to_the_exempt_sensor_only(
+    tmp_path: Path,
+) -> None:
+    """Work that is no client's (health probes, metric scrapes, applying other replicas' changes) is
+    recorded in ``exempt-request-time`` and never in a client's request-time sensor (KIP-124)."""
+    data = tmp_path / "data"
+    config = SinkConfig.from_document(
+        {
+            "data_root": str(data),
+            "server": {"host": "127.0.0.1", "grpc_port": 0, "http_port": 0},
+            "kafka_listener": {"port": None},
+            "exporter": {"name": "memory", "quota_sample_period_s": 0},
+            "client_quotas": [{"entity": {"client-id": None}, "quotas": {"request_percentage": 50}}],
+        }
+    )
+    sink = Sink(config)
+    await sink.start()
+    try:
+        assert _exempt_request_time(sink) == 0
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{sink.http_port}") as client:
+            for path in ("/healthz", "/readyz", "/metrics"):
+                assert (await client.get(path)).status_code == 200
+        after_probes = _exempt_request_time(sink)
+        assert after_probes > 0
+        assert sink.quotas.request.entity_count == 0  # no client was charged
+        other = ConfigLog(str(data / CONFIG_LOG_TABLE), replica_id="other")
+        other.append([QuotaChange(ClientQuotaEntity(user="bob"), "request_percentage", 5.0)], "User:admin", 1)
+        await sink.config_log.catch_up()
+        assert _exempt_request_time(sink) > after_probes
+        assert sink.quotas.request.entity_count == 0
+    finally:
+        await sink.stop()

@@ -278,7 +278,7 @@ def test_quota_entities_kept_and_evicted_are_on_the_metrics_page() -> None:
     }
     assert kept == {"Produce": 2, "Fetch": 0, "Request": 0, "ControllerMutation": 0}
     assert evicted == {"Produce": 3, "Fetch": 0, "Request": 0, "ControllerMutation": 0}
-    clients = {s.labels["client_id"] for s in families["telemetry_sink_quota_produce_byte_rate"].samples}
+    clients = {s.labels["client_id"] for s in families["kafka_server_produce_byte_rate"].samples}
     assert clients == {"c3", "c4"}
 
 

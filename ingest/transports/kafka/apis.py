@@ -40,10 +40,12 @@ Anything else (another API key, an unsupported version, a body that does not par
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
@@ -87,7 +89,7 @@ from quotas import DEFAULT, ClientQuotaEntity, ThrottleCallback
 from quotas.entities import ENTITY_FIELDS, EntityComponent
 from subscriptions import ClientContext, GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 
-__all__ = ["KafkaApis", "KafkaConnection", "NodeInfo"]
+__all__ = ["Answer", "KafkaApis", "KafkaConnection", "NodeInfo"]
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +98,9 @@ AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
 _SOFTWARE_PATTERN: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 """Kafka's rule for ApiVersions v3's ClientSoftwareName and ClientSoftwareVersion."""
 _ZERO_MS: Final = datetime.timedelta(0)
-_NOT_METERED_HERE: Final = frozenset({GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY, SASL_HANDSHAKE})
-"""The telemetry RPCs record their request time in the pipeline; SaslHandshake is never throttled
-(KIP-124: clients that predate it cannot read a throttle); every other API is recorded here."""
+_RECORDED_BY_THE_PIPELINE: Final = frozenset({GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY})
+"""The telemetry RPCs record their handler time in the pipeline; every other API is recorded here,
+SaslHandshake included: one that reaches the APIs is not authenticating (KIP-124 throttles it then)."""
 _ZERO_UUID: Final = uuid.UUID(int=0)
 _LOGGED_CHARS: Final = 64
 """How much of a refused client string a log line shows."""
@@ -147,8 +149,30 @@ def _ms(value: int) -> datetime.timedelta:
 Handler = Callable[[RequestHeader, Any, KafkaConnection], Awaitable[Any]]
 
 
+class Answer:
+    """A response frame, and what Kafka's ``recordNetworkThreadTimeCallback`` does once it is sent:
+    the request's network-side time (parsing the request, encoding and writing the answer; TLS
+    encryption happens in the write) is recorded for its client without a quota check (KIP-124,
+    audit row D9), so it counts toward the client's next throttle, never this answer's."""
+
+    __slots__ = ("_clock", "_record", "frame")
+
+    def __init__(self, frame: bytes, clock: Callable[[], int], record: Callable[[int], None]) -> None:
+        self.frame = frame
+        self._clock = clock
+        self._record = record
+
+    def write_to(self, writer: asyncio.WriteTransport | asyncio.StreamWriter) -> None:
+        started = self._clock()
+        writer.write(self.frame)
+        self._record(self._clock() - started)
+
+
 class KafkaApis:
     """Answers one request frame at a time for a connection (``respond``)."""
+
+    network_clock: Callable[[], int] = staticmethod(time.perf_counter_ns)
+    """What the network-side time is read with (a test steps it)."""
 
     def __init__(self, pipeline: TelemetryPipeline, admin: SinkAdmin, node: NodeInfo) -> None:
         self.pipeline = pipeline
@@ -175,44 +199,70 @@ class KafkaApis:
         }
         assert set(self._handlers) == set(SUPPORTED_VERSIONS)
 
-    async def respond(self, frame: bytes, connection: KafkaConnection) -> bytes:
-        """The response frame to one request frame; FrameError when the connection is to be closed."""
+    async def respond(self, frame: bytes, connection: KafkaConnection) -> Answer:
+        """The answer to one request frame; FrameError when the connection is to be closed."""
+        clock = self.network_clock
+        started = clock()
         api_key, api_version, correlation_id = peek_header(frame)
         versions = SUPPORTED_VERSIONS.get(api_key)
         if versions is None:
             raise FrameError(f"api key {api_key} is not supported")
         if not versions[0] <= api_version <= versions[1]:
             if api_key == API_VERSIONS:  # answered in v0, which every client reads (KIP-511)
-                return encode_response(API_VERSIONS, 0, correlation_id, self._unsupported_api_versions())
+                response = encode_response(API_VERSIONS, 0, correlation_id, self._unsupported_api_versions())
+                return self._answer(response, None, connection, clock() - started)
             raise FrameError(f"api key {api_key} version {api_version} is not supported")
         header, body = parse_request(frame, api_key, api_version)
-        if api_key in _NOT_METERED_HERE:
+        network_ns = clock() - started
+        if api_key in _RECORDED_BY_THE_PIPELINE:
             response = await self._handlers[api_key](header, body, connection)
         else:
             with metering() as meter:
                 response = await self._handlers[api_key](header, body, connection)
             response = self._request_quota(header, connection, meter, response)
+        started = clock()
         try:
-            return encode_response(api_key, api_version, correlation_id, response)
+            encoded = encode_response(api_key, api_version, correlation_id, response)
         except Exception as exc:  # a value the version cannot carry, from what the client sent
             raise FrameError(f"no {api_key}v{api_version} answer can carry this: {exc!r}") from exc
+        return self._answer(encoded, header, connection, network_ns + clock() - started)
+
+    def _answer(
+        self, frame: bytes, header: RequestHeader | None, connection: KafkaConnection, network_ns: int
+    ) -> Answer:
+        def record(write_ns: int) -> None:
+            principal, client_id = self._quota_client(header, connection)
+            now = self.pipeline.clock.now_ms()
+            self.pipeline.quotas.request.record_network_time(principal, client_id, network_ns + write_ns, now)
+
+        return Answer(frame, self.network_clock, record)
+
+    def _quota_client(self, header: RequestHeader | None, connection: KafkaConnection) -> tuple[str, str]:
+        """The (principal, client id) a request is recorded for: its header's client, or the
+        connection's when the client id is missing or not valid text."""
+        try:
+            client = self._client(header, connection) if header is not None else None
+        except ClientTextError:
+            client = None
+        if client is None:
+            client = connection.client_context(None)
+        return client.principal, client.client_id or ""
 
     def _request_quota(
         self, header: RequestHeader, connection: KafkaConnection, meter: HandlerTime, response: Any
     ) -> Any:
         """Every other API is subject to the request quota too (KIP-124; audit row D13): its handler
-        time is recorded for the connection's client, and a throttle goes into the answer's
-        ``throttle_time_ms`` and mutes the connection, as a broker's ``sendResponseMaybeThrottle``."""
-        try:
-            client = self._client(header, connection)
-        except ClientTextError:
-            client = connection.client_context(None)
+        time is recorded for the connection's client, and a throttle mutes the connection and goes
+        into the answer's ``throttle_time_ms`` where its version has one, as a broker's
+        ``sendResponseMaybeThrottle``."""
+        principal, client_id = self._quota_client(header, connection)
         quotas, now = self.pipeline.quotas, self.pipeline.clock.now_ms()
-        principal, client_id = client.principal, client.client_id or ""
         throttle_ms = quotas.request.record_request_time(principal, client_id, meter.total_ns(), now)
-        if throttle_ms <= 0 or not hasattr(response, "throttle_time"):
+        if throttle_ms <= 0:
             return response
         quotas.request.throttle(principal, client_id, throttle_ms, connection, now)
+        if not hasattr(response, "throttle_time"):
+            return response
         answered = max(throttle_ms, int(response.throttle_time.total_seconds() * 1000))
         return dataclasses.replace(response, throttle_time=_ms(answered))
 

@@ -55,7 +55,7 @@ from ingest.transports.connections import (
     connection_ip,
     register_listener,
 )
-from ingest.transports.kafka.apis import KafkaApis
+from ingest.transports.kafka.apis import Answer, KafkaApis
 from ingest.transports.kafka.protocol import API_KEY, FRAME_SIZE, PUSH_TELEMETRY, FrameError
 from ingest.transports.kafka.sasl import KafkaSasl, SaslSettings
 from quotas import Clock, ConnectionQuotas
@@ -147,7 +147,8 @@ class _Connection:
         )
 
     async def _api_versions(self, frame: bytes) -> bytes:
-        return await self._listener.apis.respond(frame, self)
+        """ApiVersions while authenticating: answered by the authenticator, outside every quota."""
+        return (await self._listener.apis.respond(frame, self)).frame
 
     # -- KafkaConnection ------------------------------------------------------------------------
 
@@ -205,7 +206,9 @@ class _Connection:
             except FrameError as exc:
                 self._close_because(str(exc))
                 return
-            if response is not None:
+            if isinstance(response, Answer):
+                response.write_to(self._writer)
+            elif response is not None:
                 self._writer.write(response)
             try:
                 async with asyncio.timeout(idle_s):
@@ -255,8 +258,9 @@ class _Connection:
             self._close_because(f"a request not complete within {limits.request_read_timeout_ms} ms")
         return None
 
-    async def _respond(self, frame: bytes) -> tuple[bytes | None, bool]:
-        """The answer to a frame, and whether to close the connection after it."""
+    async def _respond(self, frame: bytes) -> tuple[Answer | bytes | None, bool]:
+        """The answer to a frame (the authenticator's as bytes), and whether to close the connection
+        after it."""
         sasl = self.sasl
         if sasl is None or not sasl.intercepts(frame):
             return await self._listener.apis.respond(frame, self), False

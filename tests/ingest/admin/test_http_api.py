@@ -330,3 +330,17 @@ async def test_D13_admin_requests_authorized_or_not_are_subject_to_the_request_q
     assert refused.json()["error"] == "CLUSTER_AUTHORIZATION_FAILED"
     served = await api.call("GET", "/subscriptions")  # the admin's own entity has no such quota
     assert "throttle_time_ms" not in served.json()
+
+
+async def test_D24_an_admin_answer_carries_the_larger_of_the_request_and_mutation_throttles(
+    tmp_path: Path,
+) -> None:
+    """KIP-599: ``throttle_time_ms`` is the max of the request-quota throttle (at most one 1 s window)
+    and the controller mutation throttle."""
+    async for api in serve(tmp_path, strict=False):
+        ops = [{"key": "request_percentage", "value": 1e-6}, {"key": "controller_mutation_rate", "value": 1}]
+        await api.call("POST", "/client-quotas/alter", {"entries": [{"entity": user("admin"), "ops": ops}]})
+        one = (await api.call("PUT", "/subscriptions/one", KAFKA)).json()
+        assert 0 < one["throttle_time_ms"] <= 1000  # the request quota's: the bucket still has tokens
+        answers = [await api.call("PUT", f"/subscriptions/s{i}", KAFKA) for i in range(20)]
+        assert answers[-1].json()["throttle_time_ms"] > 1000  # the mutation quota's: 9 changes over burst

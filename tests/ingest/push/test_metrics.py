@@ -16,7 +16,7 @@ from exporters import Health, InMemoryExporter
 from ingest.limits import RequestLimits
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.push.admission import Admission
-from ingest.push.metrics import OVERFLOW_TAGS, REPAIRS, RequestMetrics, metrics_exposition
+from ingest.push.metrics import OVERFLOW_TAGS, REPAIRS, RequestMetrics, kafka_metric_name, metrics_exposition
 from ingest.push.pipeline import TelemetryPipeline
 from ingest.security.authentication import Authenticator
 from ingest.transports.connections import register_http_listener
@@ -83,9 +83,9 @@ async def test_TEL_24_a_scrape_shows_requests_errors_instances_and_quota_sensors
     assert samples[p + "instance_count", ()] == 1
     throttled = (("api", "GetTelemetrySubscriptions"), ("code", "89"), ("error", "THROTTLING_QUOTA_EXCEEDED"))
     assert samples[p + "errors_total", throttled] == 1
-    byte_rate = samples["telemetry_sink_quota_produce_byte_rate", (("client_id", "rdkafka"), ("user", ""))]
+    byte_rate = samples["kafka_server_produce_byte_rate", (("client_id", "rdkafka"), ("user", ""))]
     assert byte_rate == pytest.approx(len(payload) / 10)  # one push over the padded 10 s window
-    assert samples["telemetry_sink_quota_produce_queue_size", ()] == 0
+    assert samples["kafka_server_produce_queue_size", ()] == 0
 
 
 async def test_every_rpc_on_both_ports_is_counted_by_error_code_and_timed(tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ async def test_a_quota_metric_tagged_two_ways_is_one_family_with_both_labels() -
     (family,) = [
         f
         for f in text_string_to_metric_families(render().decode())
-        if f.name == "telemetry_sink_quota_socket_server_metrics_connection_accept_rate"
+        if f.name == "kafka_server_socket_server_metrics_connection_accept_rate"
     ]
     assert sorted((s.labels.get("listener", ""), s.labels.get("ip", "")) for s in family.samples) == [
         ("", "10.0.0.1"),
@@ -271,3 +271,21 @@ def test_raw_forwarders_each_repair_is_counted_by_kind_and_every_kind_is_scraped
     metrics.count_repair("zero_padding")
     metrics.count_repair("decompressed_unlabelled")
     assert repairs() == {"decompressed_unlabelled": 1.0, "zero_padding": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("group", "name", "exposed"),
+    [
+        ("Produce", "byte-rate", "kafka_server_produce_byte_rate"),
+        ("Produce", "throttle-time", "kafka_server_produce_throttle_time"),
+        ("Request", "exempt-request-time", "kafka_server_request_exempt_request_time"),
+        ("ControllerMutation", "tokens", "kafka_server_controllermutation_tokens"),
+        ("socket-server-metrics", "connection-count", "kafka_server_socket_server_metrics_connection_count"),
+    ],
+)
+def test_quota_sensors_have_the_names_the_jmx_exporter_gives_a_broker(
+    group: str, name: str, exposed: str
+) -> None:
+    """The one mapping rule: Kafka's MBean kafka.server:type=<group> attribute <name>, as the Prometheus
+    JMX exporter's default format names it with lowercaseOutputName."""
+    assert kafka_metric_name(group, name) == exposed

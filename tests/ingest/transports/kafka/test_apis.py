@@ -7,6 +7,7 @@ checked against ``limits:`` (F4)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import ssl
 import struct
 import uuid
@@ -532,3 +533,22 @@ async def test_D13_every_api_is_subject_to_the_request_quota_with_throttle_time_
         clock.advance(throttle_ms)
         described = await client.response(60, 1, correlation_id)
         assert described.throttle_time.total_seconds() > 0  # answered once unmuted, and over quota still
+
+
+async def test_D9_network_time_is_recorded_once_the_answer_is_written_without_a_throttle(
+    tmp_path: Path,
+) -> None:
+    """Parsing a request, encoding and writing its answer is recorded for the client after the answer
+    is written, with no quota check (Kafka's recordNoThrottle): the answer that spent it is never
+    throttled for it; the client's next request is."""
+    clock = SteppedClock()
+    async with serving_kafka(tmp_path, clock=clock) as served:
+        served.quotas.alter(ClientQuotaEntity(user="ANONYMOUS"), "request_percentage", 1.0)
+        ticks = itertools.count(step=100_000_000)  # each reading of the network clock is 100 ms on
+        served.listener.apis.network_clock = lambda: next(ticks)
+        client = await served.connect()
+        metadata = metadata_v12.MetadataRequest(topics=None, include_topic_authorized_operations=False)
+        first = await client.request(metadata)
+        assert first.throttle_time.total_seconds() == 0  # its own 300 ms came after its answer
+        second = await client.request(metadata)
+        assert second.throttle_time.total_seconds() > 0  # 300 ms in a 10 s window: 3 % of a thread

@@ -138,7 +138,7 @@ def test_fuzzed_frames_are_answered_well_formed_or_refused(tmp_path: Path) -> No
         @given(frame=frames)
         def check(frame: bytes) -> None:
             try:
-                response = loop.run_until_complete(apis.respond(frame, connection))
+                response = loop.run_until_complete(apis.respond(frame, connection)).frame
             except FrameError:
                 return
             (size,) = struct.unpack_from(">i", response)
