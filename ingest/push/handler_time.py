@@ -20,9 +20,8 @@ docs/quotas.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
+from contextvars import ContextVar, Token
 from typing import Final
 
 __all__ = ["HandlerTime", "metering", "waiting"]
@@ -55,27 +54,43 @@ class HandlerTime:
 _CURRENT: Final[ContextVar[HandlerTime | None]] = ContextVar("handler_time", default=None)
 
 
-@contextmanager
-def metering(clock: Callable[[], int] = time.perf_counter_ns) -> Iterator[HandlerTime]:
+class _Metering:
+    """``metering()``'s context: a class, not a generator, as it runs around every request."""
+
+    __slots__ = ("_meter", "_token")
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self._meter = HandlerTime(clock)
+        self._token: Token[HandlerTime | None] | None = None
+
+    def __enter__(self) -> HandlerTime:
+        self._token = _CURRENT.set(self._meter)
+        return self._meter
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _CURRENT.reset(self._token)
+
+
+class _Waiting:
+    __slots__ = ("_meter",)
+
+    def __enter__(self) -> None:
+        self._meter = _CURRENT.get()
+        if self._meter is not None:
+            self._meter.pause()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._meter is not None:
+            self._meter.resume()
+
+
+def metering(clock: Callable[[], int] = time.perf_counter_ns) -> _Metering:
     """Meter the handling of one request (within this context)."""
-    meter = HandlerTime(clock)
-    token = _CURRENT.set(meter)
-    try:
-        yield meter
-    finally:
-        _CURRENT.reset(token)
+    return _Metering(clock)
 
 
-@contextmanager
-def waiting() -> Iterator[None]:
+def waiting() -> _Waiting:
     """The current request waits for something that is not its own work (nothing to do outside a
     metered request)."""
-    meter = _CURRENT.get()
-    if meter is None:
-        yield
-        return
-    meter.pause()
-    try:
-        yield
-    finally:
-        meter.resume()
+    return _Waiting()
