@@ -1,11 +1,14 @@
-"""kafka-python (an independent, pure Python Kafka client) managing the sink as a broker: client-metrics
-subscriptions through DescribeConfigs, IncrementalAlterConfigs, AlterConfigs and ListConfigResources,
-over SASL_PLAINTEXT with SCRAM-SHA-512; every change goes through the admin path (the config log, applied
-by the replica) and is what the HTTP admin API then shows."""
+"""kafka-python (an independent, pure Python Kafka client) managing the sink as a broker, over
+SASL_PLAINTEXT with SCRAM-SHA-512: client-metrics subscriptions through DescribeConfigs,
+IncrementalAlterConfigs, AlterConfigs and ListConfigResources; the dynamic connection quotas as BROKER
+configs; SCRAM users (KIP-554); client quotas (kafka-python has no method for those, so its own protocol
+classes and connection send AlterClientQuotas and DescribeClientQuotas). Every change goes through the
+admin path (the config log, applied by the replica) and is what the HTTP admin API then shows."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,14 +17,33 @@ from typing import Any
 import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.admin._configs import AlterConfigOp, ConfigResource, ConfigResourceType
+from kafka.admin._users import ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
+from kafka.errors import KafkaError
+from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
+from ingest.admin import QuotaChange
 from ingest.config import SinkConfig
 from ingest.server import Sink
+from quotas import ClientQuotaEntity, QuotaType
 from subscriptions import ClientContext
 
 pytestmark = pytest.mark.integration
 
 ADMIN = ClientContext(principal="User:ops")
+
+
+def _kafka_python_admin(
+    port: int, user: str, password: str, mechanism: str = "SCRAM-SHA-512", **options: Any
+) -> KafkaAdminClient:
+    return KafkaAdminClient(
+        bootstrap_servers=f"127.0.0.1:{port}",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username=user,
+        sasl_plain_password=password,
+        request_timeout_ms=30_000,
+        **options,
+    )
 
 
 @asynccontextmanager
@@ -43,17 +65,12 @@ async def admin_client(tmp_path: Path, user: str = "ops") -> AsyncIterator[tuple
     )
     sink = Sink(config)
     await sink.start()
-    client = await asyncio.to_thread(
-        KafkaAdminClient,
-        bootstrap_servers=f"127.0.0.1:{sink.kafka_port}",
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="SCRAM-SHA-512",
-        sasl_plain_username=user,
-        sasl_plain_password=f"{user}-secret",
-        request_timeout_ms=30_000,
-    )
+    assert sink.kafka_port is not None
+    client = await asyncio.to_thread(_kafka_python_admin, sink.kafka_port, user, f"{user}-secret")
 
     async def call(method: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "send":  # a request kafka-python has no method for, on its own connection
+            return await asyncio.to_thread(client._manager.run, client._manager.send, *args)
         return await asyncio.to_thread(getattr(client, method), *args, **kwargs)
 
     try:
@@ -179,3 +196,84 @@ async def test_kafka_python_changes_the_connection_quotas_at_run_time_as_dynamic
             "[Error 40] InvalidConfigurationError: Invalid value lots for configuration max.connections: "
             "Not a number of type INT"
         ]
+
+
+async def test_KIP_554_kafka_python_adds_a_scram_user_who_logs_in_and_deleting_it_locks_it_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with admin_client(tmp_path) as (sink, call):
+        assert sink.kafka_port is not None
+        port = sink.kafka_port
+        added = await call(
+            "alter_user_scram_credentials",
+            [
+                UserScramCredentialUpsertion(
+                    "carol", ScramMechanism.SCRAM_SHA_256, "carol-secret", iterations=8192
+                )
+            ],
+        )
+        assert added == {"carol": None}
+        described = await call("describe_user_scram_credentials", ["carol"])
+        assert described["carol"]["credential_infos"] == [
+            {"mechanism": ScramMechanism.SCRAM_SHA_256, "iterations": 8192}
+        ]
+        carol = await asyncio.to_thread(_kafka_python_admin, port, "carol", "carol-secret", "SCRAM-SHA-256")
+        try:
+            cluster = await asyncio.to_thread(carol.describe_cluster)
+            assert cluster["cluster_id"] == "telemetry-sink"
+        finally:
+            await asyncio.to_thread(carol.close)
+        removed = await call(
+            "alter_user_scram_credentials",
+            [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)],
+        )
+        assert removed == {"carol": None}
+        caplog.set_level(logging.INFO, logger="ingest.transports.kafka")
+        with pytest.raises(KafkaError):  # kafka-python retries until its bootstrap gives up
+            await asyncio.to_thread(
+                _kafka_python_admin, port, "carol", "carol-secret", "SCRAM-SHA-256", bootstrap_timeout_ms=1000
+            )
+        assert "SASL authentication failed" in caplog.text
+
+
+async def test_QUO_2_kafka_python_alters_and_describes_client_quotas_through_the_admin_path(
+    tmp_path: Path,
+) -> None:
+    entity = AlterClientQuotasRequest.EntryData.EntityData
+    op = AlterClientQuotasRequest.EntryData.OpData
+    async with admin_client(tmp_path) as (sink, call):
+        altered = await call(
+            "send",
+            AlterClientQuotasRequest(
+                entries=[
+                    AlterClientQuotasRequest.EntryData(
+                        entity=[entity(entity_type="user", entity_name="alice")],
+                        ops=[op(key="producer_byte_rate", value=2048.0, remove=False)],
+                    ),
+                    AlterClientQuotasRequest.EntryData(
+                        entity=[entity(entity_type="client-id", entity_name="app")],
+                        ops=[op(key="producer_byte_rate", value=0.5, remove=False)],  # fractional bytes
+                    ),
+                ],
+                validate_only=False,
+            ),
+        )
+        assert [e.error_code for e in altered.entries] == [0, 42]
+        assert "producer_byte_rate" in (altered.entries[1].error_message or "")
+        tags = {"user": "alice", "client-id": ""}
+        assert sink.quotas.produce.callback.quota_limit(QuotaType.PRODUCE, tags) == 2048.0
+        component = DescribeClientQuotasRequest.ComponentData
+        described = await call(
+            "send",
+            DescribeClientQuotasRequest(
+                components=[component(entity_type="user", match_type=0, match="alice")], strict=False
+            ),
+        )
+        assert described.error_code == 0
+        (entry,) = described.entries
+        assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("user", "alice")]
+        assert [(v.key, v.value) for v in entry.values] == [("producer_byte_rate", 2048.0)]
+        logged = await sink.admin.follower.history(-1)
+        assert [r.change for r in logged] == [
+            QuotaChange(ClientQuotaEntity(user="alice"), "producer_byte_rate", 2048.0)
+        ]  # the refused entry wrote nothing
