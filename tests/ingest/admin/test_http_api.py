@@ -236,7 +236,7 @@ async def test_quota_validate_only_changes_nothing(api: Admin) -> None:
     assert (await api.call("GET", "/client-quotas")).json()["entries"] == []
 
 
-async def test_tb_4_strict_mutation_quota_refuses_changes_over_it_with_retry_after(api: Admin) -> None:
+async def test_TB_4_D25_strict_mutation_quota_refuses_changes_over_it_with_retry_after(api: Admin) -> None:
     limit = {"entries": [{"entity": user("admin"), "ops": [{"key": "controller_mutation_rate", "value": 1}]}]}
     assert (await api.call("POST", "/client-quotas/alter", limit)).json()["entries"][0]["error"] == "NONE"
     answers = [await api.call("PUT", f"/subscriptions/s{i}", KAFKA) for i in range(20)]
@@ -252,7 +252,9 @@ async def test_tb_4_strict_mutation_quota_refuses_changes_over_it_with_retry_aft
     assert (await api.call("PUT", "/subscriptions/later", KAFKA)).status_code == 200
 
 
-async def test_tb_5_permissive_mutation_quota_accepts_and_throttles(tmp_path: Path) -> None:
+async def test_TB_5_D25_permissive_mutation_quota_accepts_and_throttles_holding_nobody(
+    tmp_path: Path,
+) -> None:
     async for api in serve(tmp_path, strict=False):
         limit = {
             "entries": [{"entity": user("admin"), "ops": [{"key": "controller_mutation_rate", "value": 1}]}]

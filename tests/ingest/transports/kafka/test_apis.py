@@ -552,3 +552,29 @@ async def test_D9_network_time_is_recorded_once_the_answer_is_written_without_a_
         assert first.throttle_time.total_seconds() == 0  # its own 300 ms came after its answer
         second = await client.request(metadata)
         assert second.throttle_time.total_seconds() > 0  # 300 ms in a 10 s window: 3 % of a thread
+
+
+async def test_B3_consumer_byte_rate_is_accepted_and_described_but_never_throttles(tmp_path: Path) -> None:
+    """A documented difference: the sink serves no fetches, so ``consumer_byte_rate`` is kept for
+    Kafka's tools (set, described) and nothing is ever recorded against it."""
+    async with serving_kafka(tmp_path) as served:
+        client = await served.connect()
+        entry = alter_v1.EntryData(
+            entity=(alter_v1.EntityData(entity_type="client-id", entity_name=None),),
+            ops=(alter_v1.OpData(key="consumer_byte_rate", value=f64(1.0), remove=False),),
+        )
+        altered = await client.request(
+            alter_v1.AlterClientQuotasRequest(entries=(entry,), validate_only=False)
+        )
+        assert [e.error_code for e in altered.entries] == [ErrorCode.none]
+        described = await client.request(describe_v1.DescribeClientQuotasRequest(components=(), strict=False))
+        assert [(v.key, v.value) for e in described.entries for v in e.values] == [
+            ("consumer_byte_rate", 1.0)
+        ]
+        got = await _get(client)
+        pushed = await client.request(
+            push_request(got.client_instance_id, got.subscription_id, metrics_data())
+        )  # type: ignore[attr-defined]
+        assert pushed.error_code == ErrorCode.none
+        assert pushed.throttle_time.total_seconds() == 0  # a push far over 1 byte/s
+        assert served.quotas.fetch.entity_count == 0  # nothing recorded

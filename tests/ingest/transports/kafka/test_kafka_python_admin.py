@@ -84,7 +84,7 @@ def _resource(name: str, configs: Any = None) -> ConfigResource:
     return ConfigResource(ConfigResourceType.CLIENT_METRICS, name, configs)
 
 
-async def test_kafka_python_creates_changes_lists_and_deletes_a_subscription(tmp_path: Path) -> None:
+async def test_H5_kafka_python_creates_changes_lists_and_deletes_a_subscription(tmp_path: Path) -> None:
     async with admin_client(tmp_path) as (sink, call):
         created = await call(
             "alter_configs",
@@ -163,7 +163,7 @@ def _errors(result: dict[str, Any]) -> list[str]:
     return [str(error) for by_name in result.values() for error in by_name.values() if error != "OK"]
 
 
-async def test_kafka_python_changes_the_connection_quotas_at_run_time_as_dynamic_broker_configs(
+async def test_H8_kafka_python_changes_the_connection_quotas_at_run_time_as_dynamic_broker_configs(
     tmp_path: Path,
 ) -> None:
     async with admin_client(tmp_path) as (sink, call):
