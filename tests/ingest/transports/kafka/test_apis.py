@@ -12,6 +12,7 @@ import ssl
 import struct
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.alter_client_quotas.v1 import request as alter_v1
@@ -571,10 +572,10 @@ async def test_B3_consumer_byte_rate_is_accepted_and_described_but_never_throttl
         assert [(v.key, v.value) for e in described.entries for v in e.values] == [
             ("consumer_byte_rate", 1.0)
         ]
-        got = await _get(client)
+        got: Any = await _get(client)
         pushed = await client.request(
             push_request(got.client_instance_id, got.subscription_id, metrics_data())
-        )  # type: ignore[attr-defined]
+        )
         assert pushed.error_code == ErrorCode.none
         assert pushed.throttle_time.total_seconds() == 0  # a push far over 1 byte/s
         assert served.quotas.fetch.entity_count == 0  # nothing recorded
