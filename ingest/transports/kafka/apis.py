@@ -231,9 +231,11 @@ class KafkaApis:
         self, frame: bytes, header: RequestHeader | None, connection: KafkaConnection, network_ns: int
     ) -> Answer:
         def record(write_ns: int) -> None:
-            principal, client_id = self._quota_client(header, connection)
-            now = self.pipeline.clock.now_ms()
-            self.pipeline.quotas.request.record_network_time(principal, client_id, network_ns + write_ns, now)
+            quota = self.pipeline.quotas.request
+            if quota.quotas_enabled:  # else nothing is recorded (Kafka installs no callback then)
+                principal, client_id = self._quota_client(header, connection)
+                now = self.pipeline.clock.now_ms()
+                quota.record_network_time(principal, client_id, network_ns + write_ns, now)
 
         return Answer(frame, self.network_clock, record)
 
