@@ -69,9 +69,9 @@ from spark_jobs.transforms.rollup import (
     PARTITION_OF,
     PARTITION_PATTERN,
     Width,
+    client_minutes,
     client_rollup,
     entity_rollup,
-    normalize,
     rollup_schema,
 )
 
@@ -233,8 +233,7 @@ class _RollupRun:
     def client_minutes(self, version: int, hours: list[str]) -> DataFrame:
         wanted = {h for hour in hours for h in _hours_before(hour, self.lookback_s)}
         points = self.read(METRIC_POINTS, version, ("date", sorted({h[:10] for h in wanted})))
-        rows = normalize(points, self.lookback_s).where(F.date_format("time", _HOUR).isin(hours))
-        return client_rollup(rows, "1m", time_column="time")
+        return client_minutes(points, F.date_format("time", _HOUR).isin(hours), self.lookback_s)
 
     def activity_minutes(self, _: int, hours: list[str]) -> DataFrame:
         """Every source's samples in these hours (all shards, at their latest versions)."""

@@ -29,7 +29,7 @@ time, ties between series broken by client instance and then ``attributes_key``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 import pyarrow as pa
@@ -40,10 +40,12 @@ __all__ = [
     "CLIENT_KEYS",
     "DEFAULT_LOOKBACK_S",
     "ENTITY_KEYS",
+    "NUMBER_KINDS",
     "PARTITION_OF",
     "PARTITION_PATTERN",
     "Width",
     "bucket",
+    "client_minutes",
     "client_rollup",
     "entity_rollup",
     "normalize",
@@ -120,6 +122,38 @@ _PREVIOUS: Final = (
     "zero_count",
 )
 """Columns of a series' previous point, for cumulative deltas."""
+NUMBER_KINDS: Final = ("sum", "gauge")
+"""The metric kinds whose rows are rolled up with plain aggregates (``merge``'s ``numbers_only``)."""
+HISTOGRAM_MEASURES: Final = (
+    "count",
+    "sum",
+    "min",
+    "max",
+    "bucket_counts",
+    "scale",
+    "zero_count",
+    "positive_offset",
+    "positive_bucket_counts",
+    "negative_offset",
+    "negative_bucket_counts",
+    "quantiles",
+)
+"""The measures only histograms and summaries have (null on a sum or gauge row)."""
+_SPARK_TYPES: Final = {
+    "explicit_bounds": "array<double>",
+    "count": "bigint",
+    "sum": "double",
+    "min": "double",
+    "max": "double",
+    "bucket_counts": "array<bigint>",
+    "scale": "int",
+    "zero_count": "bigint",
+    "positive_offset": "int",
+    "positive_bucket_counts": "array<bigint>",
+    "negative_offset": "int",
+    "negative_bucket_counts": "array<bigint>",
+    "quantiles": "array<struct<quantile:double,value:double>>",
+}
 _SUMMED: Final = ("points", "value_sum", "value_count", "unknown_deltas", "count", "sum", "zero_count")
 _CLIENT_FIELDS: Final = [
     pa.field("client_instance_id", pa.string(), nullable=False),
@@ -164,11 +198,17 @@ def rollup_schema(by: Literal["client", "entity"], width: Width) -> pa.Schema:
 # -- points -> one-point rows -----------------------------------------------------------------------
 
 
-def normalize(points: DataFrame, lookback_s: int = DEFAULT_LOOKBACK_S) -> DataFrame:
+def normalize(
+    points: DataFrame, lookback_s: int = DEFAULT_LOOKBACK_S, *, numbers_only: bool = False
+) -> DataFrame:
     """Silver points -> rows in the measures' shape, one per point, cumulative points as deltas.
 
     ``points`` should reach ``lookback_s`` before the first bucket wanted: earlier points are only the
-    previous points of later ones (filter them out after)."""
+    previous points of later ones (filter them out after). ``numbers_only``: ``points`` are sums and
+    gauges only (``NUMBER_KINDS``), so the window carries only what their deltas read (same rows, with
+    the histogram measures null, as they are for such points anyway)."""
+    if numbers_only:
+        return _normalize_numbers(points, lookback_s, None)
     series = Window.partitionBy(*SERIES).orderBy("time")
     kind = F.col("metric_kind")
     cumulative = (F.col("temporality") == "cumulative") | (kind == "summary")
@@ -181,9 +221,7 @@ def normalize(points: DataFrame, lookback_s: int = DEFAULT_LOOKBACK_S) -> DataFr
         & prev["start_time"].isNotNull()
         & (F.col("start_time") != prev["start_time"])
     )
-    monotonic_drop = F.coalesce(F.col("is_monotonic"), F.lit(False)) & (F.col("value") < prev["value"])
     count_drop = F.col("count") < prev["count"]
-    sum_reset = restarted | monotonic_drop
     hist_reset = restarted | count_drop
     same_layout = (
         (F.col("scale") == prev["scale"])
@@ -194,13 +232,7 @@ def normalize(points: DataFrame, lookback_s: int = DEFAULT_LOOKBACK_S) -> DataFr
     )
     bounds_changed = ~F.coalesce(F.col("explicit_bounds") == prev["explicit_bounds"], F.lit(True))
     whole = (has_prev & (hist_reset | bounds_changed)) | (~has_prev & started_within)
-    # which cumulative points count whole (a restart, or a fresh series), which as an increase
-    sum_whole = (has_prev & sum_reset) | (~has_prev & started_within)
-    sum_delta = (
-        F.when(~cumulative, F.col("value"))
-        .when(sum_whole, F.col("value"))
-        .when(has_prev, F.col("value") - prev["value"])
-    )
+    sum_delta, _ = _sum_delta(lookback_s)
     exp_ok = kind != "exponential_histogram"
     hist_increase = has_prev & ~hist_reset & ~bounds_changed & (exp_ok | same_layout)
     hist_known = ~cumulative | whole | hist_increase
@@ -243,6 +275,61 @@ def normalize(points: DataFrame, lookback_s: int = DEFAULT_LOOKBACK_S) -> DataFr
         F.when(is_exp & hist_known, F.col("negative_offset")).alias("negative_offset"),
         F.when(is_exp, hist_array("negative_bucket_counts")).alias("negative_bucket_counts"),
         F.when(kind == "summary", F.col("quantiles")).alias("quantiles"),
+    )
+
+
+def _sum_delta(lookback_s: int, order: Sequence[str] = ("time",)) -> tuple[Column, Column]:
+    """(a sum point's value as counted, whether it is cumulative): the delta rule of the module
+    docstring, over the window of its series in time ``order``; shared by both paths so they count
+    alike. Which cumulative points count whole: a restart, or a fresh series; the others as an
+    increase."""
+    series = Window.partitionBy(*SERIES).orderBy(*order)
+    cumulative = F.col("temporality") == "cumulative"
+    prev_time, prev_start, prev_value = (F.lag(c).over(series) for c in ("time", "start_time", "value"))
+    within = F.col("time") - F.expr(f"INTERVAL {int(lookback_s)} SECONDS")
+    has_prev = prev_time.isNotNull() & (prev_time >= within)
+    started_within = F.col("start_time").isNotNull() & (F.col("start_time") >= within)
+    restarted = F.col("start_time").isNotNull() & prev_start.isNotNull() & (F.col("start_time") != prev_start)
+    monotonic_drop = F.coalesce(F.col("is_monotonic"), F.lit(False)) & (F.col("value") < prev_value)
+    whole = (has_prev & (restarted | monotonic_drop)) | (~has_prev & started_within)
+    delta = (
+        F.when(~cumulative, F.col("value"))
+        .when(whole, F.col("value"))
+        .when(has_prev, F.col("value") - prev_value)
+    )
+    return delta, cumulative
+
+
+def _normalize_numbers(points: DataFrame, lookback_s: int, width: Width | None) -> DataFrame:
+    """``normalize`` for sums and gauges: three lags instead of thirteen. With a ``width``, the rows
+    also carry their ``bucket_start``, computed before the window, which orders each series by it
+    and then by time (the same order), so that ``_merge_numbers`` needs no sort of its own."""
+    order: tuple[str, ...] = ("time",)
+    carried: tuple[str, ...] = ()
+    if width is not None:
+        points = points.withColumn("bucket_start", bucket("time", width))
+        order = carried = ("bucket_start", "time")
+    kind = F.col("metric_kind")
+    is_sum, is_gauge = kind == "sum", kind == "gauge"
+    sum_delta, cumulative = _sum_delta(lookback_s, order)
+    known = F.when(is_sum, sum_delta.isNotNull()).otherwise(F.lit(True))
+    nulls = [F.lit(None).cast(_SPARK_TYPES[c]).alias(c) for c in HISTOGRAM_MEASURES]
+    return points.select(
+        *(F.col(c) for c in dict.fromkeys((*carried, "time", *SERIES, *CLIENT_LATEST, "explicit_bounds"))),
+        F.lit(1).cast("long").alias("points"),
+        F.col("time").alias("first_time"),
+        F.col("time").alias("last_time"),
+        F.when(is_sum, sum_delta).when(is_gauge, F.col("value")).alias("value_sum"),
+        F.when(is_sum & sum_delta.isNotNull(), 1)
+        .when(is_gauge & F.col("value").isNotNull(), 1)
+        .otherwise(0)
+        .cast("long")
+        .alias("value_count"),
+        F.when(is_gauge, F.col("value")).alias("value_min"),
+        F.when(is_gauge, F.col("value")).alias("value_max"),
+        F.when(is_gauge | (is_sum & cumulative), F.col("value")).alias("value_last"),
+        F.when(known, 0).otherwise(1).cast("long").alias("unknown_deltas"),
+        *nulls,
     )
 
 
@@ -328,9 +415,14 @@ def merge(
     *,
     time_column: str = "bucket_start",
     extra: Sequence[Column] = (),
+    numbers_only: bool = False,
 ) -> DataFrame:
     """Rows in the measures' shape -> one row per (bucket of ``width``, ``keys``); ``latest``
-    columns take their value from the group's last row, ``extra`` aggregates are added."""
+    columns take their value from the group's last row, ``extra`` aggregates are added.
+    ``numbers_only``: every row is a sum or a gauge, whose histogram measures are null, so plain
+    aggregates do (no exponential-bucket window, no ``collect_list``); the rows come out the same."""
+    if numbers_only:
+        return _merge_numbers(rows, keys, latest, width, time_column=time_column, extra=extra)
     rows = rows.withColumn("bucket_start", bucket(time_column, width))
     group = ["bucket_start", *keys]
     # exponential buckets: bring every row of a group to the group's smallest scale first
@@ -372,20 +464,93 @@ def merge(
     return merged.withColumn(PARTITION_OF[width], partition(width))
 
 
+def _merge_numbers(
+    rows: DataFrame,
+    keys: Sequence[str],
+    latest: Sequence[str],
+    width: Width,
+    *,
+    time_column: str,
+    extra: Sequence[Column],
+) -> DataFrame:
+    if time_column != "bucket_start" or "bucket_start" not in rows.columns or width == "1h":
+        rows = rows.withColumn("bucket_start", bucket(time_column, width))
+    order = F.struct("last_time", "client_instance_id", "attributes_key")
+    # a number row has no bounds: grouping by the others, series first and bucket last, reuses the
+    # order of the window that normalized them (no sort)
+    group = [*(k for k in keys if k != "explicit_bounds"), "bucket_start"]
+    merged = rows.groupBy(*group).agg(
+        *(F.max_by(F.col(c), order).alias(c) for c in latest),
+        *(F.sum(c).alias(c) for c in ("points", "value_sum", "value_count", "unknown_deltas")),
+        F.min("first_time").alias("first_time"),
+        F.max("last_time").alias("last_time"),
+        F.min("value_min").alias("value_min"),
+        F.max("value_max").alias("value_max"),
+        F.max_by("value_last", order).alias("value_last"),
+        *extra,
+    )
+    nulls = [F.lit(None).cast(_SPARK_TYPES[c]).alias(c) for c in ("explicit_bounds", *HISTOGRAM_MEASURES)]
+    return merged.select("*", *nulls).withColumn(PARTITION_OF[width], partition(width))
+
+
+def _by_kind(
+    rows: DataFrame, rolled: Callable[[DataFrame, bool], DataFrame], names: Sequence[str]
+) -> DataFrame:
+    """``rolled`` over the sums and gauges (numbers only) and over the other rows, united: a
+    librdkafka fleet sends only numbers, which then never meet the histogram machinery."""
+    is_number = F.col("metric_kind").isin(*NUMBER_KINDS)
+    numbers = rolled(rows.where(is_number), True).select(*names)
+    others = rolled(rows.where(~is_number), False).select(*names)
+    return numbers.unionByName(others)
+
+
 def client_rollup(rows: DataFrame, width: Width, time_column: str = "bucket_start") -> DataFrame:
     """Normalized points (``time_column="time"``) or client rows of a smaller width -> client rows."""
-    merged = merge(rows, CLIENT_KEYS, CLIENT_LATEST, width, time_column=time_column)
-    return merged.select(*rollup_schema("client", width).names)
+    return _by_kind(
+        rows,
+        lambda part, numbers: merge(
+            part, CLIENT_KEYS, CLIENT_LATEST, width, time_column=time_column, numbers_only=numbers
+        ),
+        rollup_schema("client", width).names,
+    )
+
+
+def client_minutes(points: DataFrame, keep: Column, lookback_s: int = DEFAULT_LOOKBACK_S) -> DataFrame:
+    """Silver points -> 1-minute client rows of the points ``keep`` selects (the points before them,
+    within ``lookback_s``, only give their deltas a start): numbers and the rest each normalized and
+    merged on their own path."""
+    return _by_kind(
+        points,
+        lambda part, numbers: (
+            _merge_numbers(
+                _normalize_numbers(part, lookback_s, "1m").where(keep),
+                CLIENT_KEYS,
+                CLIENT_LATEST,
+                "1m",
+                time_column="bucket_start",
+                extra=(),
+            )
+            if numbers
+            else merge(
+                normalize(part, lookback_s).where(keep), CLIENT_KEYS, CLIENT_LATEST, "1m", time_column="time"
+            )
+        ),
+        rollup_schema("client", "1m").names,
+    )
 
 
 def entity_rollup(client_rows: DataFrame, width: Width) -> DataFrame:
     """Client rows of ``width`` -> quota-entity rows of the same width (every client and attribute
     set of the entity together; ``clients`` counts the client instances)."""
-    merged = merge(
+    return _by_kind(
         client_rows,
-        ENTITY_KEYS,
-        ENTITY_LATEST,
-        width,
-        extra=[F.count_distinct("client_instance_id").alias("clients")],
+        lambda part, numbers: merge(
+            part,
+            ENTITY_KEYS,
+            ENTITY_LATEST,
+            width,
+            extra=[F.count_distinct("client_instance_id").alias("clients")],
+            numbers_only=numbers,
+        ),
+        rollup_schema("entity", width).names,
     )
-    return merged.select(*rollup_schema("entity", width).names)
