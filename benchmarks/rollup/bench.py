@@ -15,7 +15,11 @@ One run, on the same bronze data (``fleet.py``: a fleet of librdkafka clients, l
 3. **aggregation ceiling** (same session, best of ``--repeat``): a scan of silver ``metric_points``
    (``DeltaLake.read``) and a plain ``groupBy(client_instance_id, metric_name, attributes_key,
    minute).agg(sum(value), count(*))`` written to the ``noop`` sink.
-4. with ``--breakdown``, the parts, each to the ``noop`` sink unless said: the decode alone
+4. **incremental** (the same warm session, as ``telemetry-sink rollup --every`` keeps one): a fleet of
+   ``--incremental-instances`` (1,000) with 10 rounds of pushes rolled up gains one new minute (2,000
+   pushes, landed in commits of 100 as a sink's short batches land them), and one ``run_rollup``
+   (decode and the six gold tables) is timed, ``--incremental-runs`` minutes in a row. Goal: <= 5 s.
+5. with ``--breakdown``, the parts, each to the ``noop`` sink unless said: the decode alone
    (``mapInArrow``), the decode written as plain parquet (no persist, no count), a scan of silver,
    ``normalize`` (the cumulative-to-delta window), and ``client_rollup(normalize(...), "1m")``.
 
@@ -208,6 +212,39 @@ def breakdown(lake: DeltaLake, data_root: str, workdir: Path, phases: Phases) ->
     )
 
 
+INCREMENTAL_HISTORY: Final = 10
+"""Push rounds (30 s apart) landed and rolled up before the timed minutes."""
+INCREMENTAL_GOAL_S: Final = 5.0
+
+
+def incremental(args: argparse.Namespace, lake: DeltaLake, root: str, phases: Phases) -> list[dict[str, Any]]:
+    """The ``--every`` case: in the warm session, a fleet of ``--incremental-instances`` with
+    ``INCREMENTAL_HISTORY`` rounds already rolled up gains one new minute (two pushes per instance,
+    landed in commits of ``--incremental-commit-rows``, as a sink's short batches), and one
+    ``run_rollup`` (decode and every gold table) is timed; ``--incremental-runs`` minutes in a row."""
+    minutes = args.incremental_runs
+    spec = FleetSpec(args.incremental_instances, INCREMENTAL_HISTORY + 2 * minutes, seed=13, users=args.users)
+    land_fleet(spec, root, args.commit_rows, range(INCREMENTAL_HISTORY))
+    phases.run("incremental catch-up", lambda: run_rollup(lake, root, progress=phases.progress))
+    runs = []
+    for minute in range(minutes):
+        first = INCREMENTAL_HISTORY + 2 * minute
+        payloads, commits = land_fleet(spec, root, args.incremental_commit_rows, range(first, first + 2))
+        report = phases.run(
+            f"incremental minute {minute + 1}", lambda: run_rollup(lake, root, progress=phases.progress)
+        )
+        runs.append(
+            {
+                "pushes": len(payloads),
+                "bronze_commits": commits,
+                "points": report.decode.points,
+                "tables": len(report.tables),
+                "wall_s": phases.results[f"incremental minute {minute + 1}"]["wall_s"],
+            }
+        )
+    return runs
+
+
 def gold_rows(data_root: str, tables: list[str]) -> dict[str, int]:
     return {
         table: DeltaTable(table_uri(data_root, table)).to_pyarrow_dataset().count_rows() for table in tables
@@ -248,6 +285,8 @@ def spark_run(args: argparse.Namespace, workdir: Path, data_root: str, points: i
         )
         for k in range(args.repeat):
             phases.run(f"aggregation ceiling {k + 1}", lambda: aggregation_ceiling(lake, data_root))
+        if args.incremental_instances:
+            out["incremental"] = incremental(args, lake, str(workdir / "incremental"), phases)
         if args.breakdown:
             breakdown(lake, data_root, workdir, phases)
     finally:
@@ -386,6 +425,13 @@ def main() -> None:
         action="store_true",
         help="then time the decode and the 1-minute client rollup in parts (noop sink)",
     )
+    parser.add_argument(
+        "--incremental-instances", type=int, default=1000, help="the incremental case's fleet (0: skip it)"
+    )
+    parser.add_argument("--incremental-runs", type=int, default=3, help="new minutes rolled up one by one")
+    parser.add_argument(
+        "--incremental-commit-rows", type=int, default=100, help="pushes per bronze commit of a new minute"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data root (its path is printed)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="rollup-bench-"))
@@ -486,6 +532,13 @@ def report(args: argparse.Namespace, r: dict[str, Any], spark: dict[str, Any], d
     print(f"  ratio end to end / aggregation ceiling   {r['ratio_aggregation_ceiling']:.3f}")
     verdict = "met" if r["goal_met"] else "NOT met"
     print(f"  goal >= {GOAL:,} points/s end to end: {verdict} ({r['end_to_end_pps']:,.0f} points/s)")
+    for k, run in enumerate(spark.get("incremental", [])):
+        verdict = "met" if run["wall_s"] <= INCREMENTAL_GOAL_S else "NOT met"
+        print(
+            f"  incremental minute {k + 1}: {run['pushes']:,} pushes in {run['bronze_commits']} commits, "
+            f"{run['points']:,} points, {run['tables']} gold tables: run_rollup {run['wall_s']:.2f} s "
+            f"(goal <= {INCREMENTAL_GOAL_S:.0f} s: {verdict})"
+        )
     print("  CPU seconds by process over each phase (others: the rest of the machine meanwhile):")
     for name, phase in phases.items():
         print_cpu(name, phase)
@@ -516,6 +569,7 @@ def report(args: argparse.Namespace, r: dict[str, Any], spark: dict[str, Any], d
                 "conf": dict(args.conf),
                 **r,
                 "phases": phases,
+                "incremental": spark.get("incremental", []),
                 "gold_rows": rows,
                 "stages": {
                     name: {k: round(v, 3) for k, v in phase.items() if k != "stages"}

@@ -117,8 +117,9 @@ class _Instance:
         return TelemetryPush(context, data.SerializeToString())
 
 
-def _pushes(spec: FleetSpec) -> Iterator[TelemetryPush]:
-    """Every push of the fleet, in the order they arrive."""
+def _pushes(spec: FleetSpec, rounds: range | None = None) -> Iterator[TelemetryPush]:
+    """Every push of the fleet (of the push ``rounds`` only, the others made and dropped, so that the
+    series go on as if they had been landed), in the order they arrive."""
     rng = random.Random(spec.seed)
     tags = [{"user": f"team-{u:02d}", "client-id": ""} for u in range(spec.users)]
     instances = [
@@ -129,14 +130,18 @@ def _pushes(spec: FleetSpec) -> Iterator[TelemetryPush]:
     for k in range(spec.pushes):
         for instance in instances:
             at = spec.start_ms + k * spec.interval_ms + instance.phase_ms + instance.rng.randrange(200)
-            yield instance.push(at, restart=instance.restarts and k == spec.pushes // 2)
+            push = instance.push(at, restart=instance.restarts and k == spec.pushes // 2)
+            if rounds is None or k in rounds:
+                yield push
 
 
-async def _land(spec: FleetSpec, table_uri: str, commit_rows: int, payloads: list[bytes]) -> int:
+async def _land(
+    spec: FleetSpec, table_uri: str, commit_rows: int, payloads: list[bytes], rounds: range | None
+) -> int:
     exporter = DeltaLandingExporter(table_uri, writer_id="bench-r1", max_batch_rows=commit_rows)
     await exporter.start()
     try:
-        pushes = _pushes(spec)
+        pushes = _pushes(spec, rounds)
         while chunk := list(islice(pushes, commit_rows)):
             results = await asyncio.gather(*(exporter.export(p) for p in chunk))
             if set(results) != {ExportResult.SUCCESS}:
@@ -147,9 +152,12 @@ async def _land(spec: FleetSpec, table_uri: str, commit_rows: int, payloads: lis
     return exporter.commits
 
 
-def land_fleet(spec: FleetSpec, data_root: str, commit_rows: int = 5000) -> tuple[list[bytes], int]:
-    """Land the fleet's pushes in ``<data_root>/telemetry_pushes/r1`` (one bronze shard) in commits of
-    ``commit_rows`` pushes; the payloads in landing order, and the number of commits."""
+def land_fleet(
+    spec: FleetSpec, data_root: str, commit_rows: int = 5000, rounds: range | None = None
+) -> tuple[list[bytes], int]:
+    """Land the fleet's pushes (of push ``rounds`` only: ``range(10, 12)`` is every instance's 11th and
+    12th push) in ``<data_root>/telemetry_pushes/r1`` (one bronze shard) in commits of ``commit_rows``
+    pushes; the payloads in landing order, and the number of commits."""
     payloads: list[bytes] = []
-    commits = asyncio.run(_land(spec, f"{data_root}/telemetry_pushes/r1", commit_rows, payloads))
+    commits = asyncio.run(_land(spec, f"{data_root}/telemetry_pushes/r1", commit_rows, payloads, rounds))
     return payloads, commits
