@@ -25,6 +25,12 @@ only at the ``lookback_s`` before a point, so recomputing any bucket gives the s
 histograms subtract only when the previous point has the same scale and offsets (else unknown).
 ``points`` counts data points; ``first_time``/``last_time`` bound them. "Last" and "latest" order by
 time, ties between series broken by client instance and then ``attributes_key``.
+
+Sums and gauges (``NUMBER_KINDS``, all a librdkafka fleet sends) and the other kinds are rolled up on
+two paths and united (``client_minutes``, ``client_rollup``, ``entity_rollup``): number rows, whose
+histogram measures are null, need only three lags and plain aggregates (``numbers_only``); the
+others go through the exponential-bucket window and the bucket-by-bucket sums. Both paths give the
+same rows as one general path would.
 """
 
 from __future__ import annotations
