@@ -50,6 +50,7 @@ kafka_listener:                 # the Kafka wire-protocol listener (ingest.trans
   security_protocol: null       # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; null: SSL with server.tls_*
   sasl_enabled_mechanisms: [PLAIN, SCRAM-SHA-256, SCRAM-SHA-512]  # Kafka's sasl.enabled.mechanisms
   connections_max_reauth_ms: 0  # SASL session lifetime (KIP-368; Kafka's connections.max.reauth.ms)
+  connection_failed_authentication_delay_ms: 100  # a failed authentication's answer and close wait this long
 security:
   tokens_file: null             # YAML {token: principal}: Authorization: Bearer <token>
   trusted_proxies: []           # exact addresses of fronting proxies (127.0.0.1/32: a pod-local sidecar)
@@ -449,6 +450,7 @@ class KafkaListenerConfig:
     security_protocol: str | None = _key(None, _optional(_choice(*SECURITY_PROTOCOLS)))
     sasl_enabled_mechanisms: tuple[str, ...] = _key(MECHANISMS, _names(","))
     connections_max_reauth_ms: int = _key(0, _integer(0, None, "an integer >= 0 (0: sessions never expire)"))
+    connection_failed_authentication_delay_ms: int = _key(100, _integer(0, _INT_MAX, "an integer >= 0"))
 
     def protocol(self, server: ServerConfig) -> str:
         """The listener's security protocol: as configured, else SSL when the server has TLS files
@@ -478,6 +480,11 @@ class KafkaListenerConfig:
             problems.append(
                 f"kafka_listener.sasl_enabled_mechanisms: {', '.join(unknown)} not supported (the sink "
                 f"implements {', '.join(MECHANISMS)})"
+            )
+        if self.connection_failed_authentication_delay_ms >= self.connections_max_idle_ms:
+            problems.append(
+                "kafka_listener.connection_failed_authentication_delay_ms must be less than "
+                "kafka_listener.connections_max_idle_ms"
             )
         if self.uses_sasl(server):
             if not self.sasl_enabled_mechanisms:

@@ -344,6 +344,7 @@ class Sink:
             kafka.sasl_enabled_mechanisms,
             self.config_log.image.credentials,  # the users file's, under the config log's SCRAM credentials
             connections_max_reauth_ms=kafka.connections_max_reauth_ms,
+            failed_authentication_delay_ms=kafka.connection_failed_authentication_delay_ms,
         )
 
     def _ssl_context(self) -> ssl.SSLContext | None:

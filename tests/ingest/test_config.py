@@ -558,3 +558,10 @@ def test_C14_a_replica_session_timeout_not_longer_than_the_heartbeat_is_refused(
         {"admin": {"replica_heartbeat_ms": 1000, "replica_session_timeout_ms": 5000}}
     )
     assert (config.admin.replica_heartbeat_ms, config.admin.replica_session_timeout_ms) == (1000, 5000)
+
+
+def test_the_failed_authentication_delay_must_be_less_than_the_idle_timeout() -> None:
+    kafka = {"connection_failed_authentication_delay_ms": 600_000, "connections_max_idle_ms": 600_000}
+    with pytest.raises(SinkConfigError, match="connection_failed_authentication_delay_ms must be less than"):
+        SinkConfig.from_document({"kafka_listener": kafka})
+    assert SinkConfig.from_document({}).kafka_listener.connection_failed_authentication_delay_ms == 100

@@ -206,6 +206,9 @@ class _Connection:
             except FrameError as exc:
                 self._close_because(str(exc))
                 return
+            if close and response is not None and not await self._failed_authentication_delay():
+                self._close_because("the client went away during the failed-authentication delay")
+                return
             if isinstance(response, Answer):
                 response.write_to(self._writer)
             elif response is not None:
@@ -270,6 +273,16 @@ class _Connection:
             self.principal = sasl_principal(sasl.username or "")
             self._contexts.clear()
         return answer, close
+
+    async def _failed_authentication_delay(self) -> bool:
+        """Hold the answer to a failed authentication for ``connection.failed.authentication.delay.ms``
+        (Kafka's Selector mutes the channel that long before it sends the answer and closes); False
+        if the client went away meanwhile."""
+        settings = self._listener.sasl
+        delay_ms = 0 if settings is None else settings.failed_authentication_delay_ms
+        if delay_ms <= 0:
+            return True
+        return not await self._listener.clock.wait(self._gone, delay_ms)
 
     async def _unmuted_unless_gone(self) -> bool:
         """Wait for the throttle to end (True), or for the client to close or reset (False)."""

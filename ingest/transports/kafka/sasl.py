@@ -66,14 +66,22 @@ _ZERO_MS: Final = datetime.timedelta(0)
 
 class SaslSettings:
     """What a SASL listener accepts: its mechanisms (Kafka's ``sasl.enabled.mechanisms``), the users,
-    and ``connections.max.reauth.ms`` (0: sessions do not expire)."""
+    ``connections.max.reauth.ms`` (0: sessions do not expire), and
+    ``connection.failed.authentication.delay.ms``: how long the answer to a failed authentication (and
+    the close after it) waits, as Kafka's Selector delays it, so that guessing passwords is slow."""
 
     def __init__(
-        self, mechanisms: Sequence[str], credentials: SaslCredentials, *, connections_max_reauth_ms: int = 0
+        self,
+        mechanisms: Sequence[str],
+        credentials: SaslCredentials,
+        *,
+        connections_max_reauth_ms: int = 0,
+        failed_authentication_delay_ms: int = 100,
     ) -> None:
         self.mechanisms = tuple(mechanisms)
         self.credentials = credentials
         self.connections_max_reauth_ms = connections_max_reauth_ms
+        self.failed_authentication_delay_ms = failed_authentication_delay_ms
 
 
 class _State(enum.Enum):

@@ -4,6 +4,7 @@ SASL_AUTHENTICATION_FAILED and ILLEGAL_SASL_STATE, the closes, and re-authentica
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,7 +24,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as SaslHan
 
 from ingest.security.sasl import MECHANISMS, SaslCredentials
 from ingest.transports.kafka import SaslSettings
-from tests.support.clock import FakeClock
+from tests.support.clock import FakeClock, SteppedClock, eventually
 from tests.support.kafka import KafkaClient, KafkaServed, serving_kafka
 
 USERS = SaslCredentials({"alice": "alice-secret", "bob": "bob-secret"})
@@ -97,6 +98,22 @@ async def test_a_wrong_password_is_sasl_authentication_failed_with_kafkas_messag
         failed = await _authenticate(client, b"\0alice\0guess")
         assert failed.error_code == ErrorCode.sasl_authentication_failed
         assert failed.error_message == "Authentication failed: Invalid username or password"
+        assert await client.closed_by_server()
+
+
+async def test_a_failed_authentication_is_answered_and_closed_only_after_the_delay(tmp_path: Path) -> None:
+    """Kafka's connection.failed.authentication.delay.ms (100 ms by default): the answer to a wrong
+    password, and the close, wait out the delay, which slows down guessing."""
+    clock = SteppedClock()
+    async with sasl_listener(tmp_path, clock=clock) as served:
+        client = await served.connect()
+        assert (await client.request(SaslHandshakeV1(mechanism="PLAIN"))).error_code == ErrorCode.none
+        correlation_id = client.send(SaslAuthenticateV2(auth_bytes=b"\0alice\0guess"))
+        answer = asyncio.ensure_future(client.response(36, 2, correlation_id))
+        await eventually(lambda: clock.pending == [100])
+        assert not answer.done()  # held for the delay
+        clock.advance(100)
+        assert (await answer).error_code == ErrorCode.sasl_authentication_failed
         assert await client.closed_by_server()
 
 
