@@ -17,7 +17,8 @@ top of what the caller passes, the session gets the settings the Delta tables ne
 Spark's own log noise is kept out of the way: the JVM logs through ``log4j2.properties`` next to this
 module (warnings and errors of Spark only, on stderr), unless the caller passes its own
 ``spark.driver.extraJavaOptions``; the UI and the console progress bar are off unless set. A
-``local`` session gets a 4 GiB heap unless ``spark.driver.memory`` is set.
+``local`` session gets a 4 GiB heap unless ``spark.driver.memory`` is set. The generated-code cache
+keeps 1,000 classes instead of 100, so that a warm session (``rollup --every``) reuses them.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ _DEFAULTS: Final = {
     # the merges collect arrays (histogram buckets): Spark's object hash aggregate falls back to sorting
     # after 128 groups anyway, and sorting from the start is faster (benchmarks/README.md, rollup)
     "spark.sql.execution.useObjectHashAggregateExec": "false",
+    # a rollup run generates a few hundred classes; Spark keeps 100, so every `--every` run compiled
+    # them again, and the JIT compiled them again too (benchmarks/README.md, rollup, incremental)
+    "spark.sql.codegen.cache.maxEntries": "1000",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
 }
 

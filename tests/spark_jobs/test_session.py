@@ -17,6 +17,7 @@ def test_the_session_has_the_settings_delta_tables_need(spark: SparkSession) -> 
     assert conf.get("spark.sql.globalTempDatabase") == "telemetry"
     assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
     assert spark.sparkContext.master == "local[2]"  # the tests' own master, passed through
+    assert conf.get("spark.sql.codegen.cache.maxEntries") == "1000"  # a warm session reuses its classes
 
 
 def test_settings_report_every_problem_at_once() -> None:
