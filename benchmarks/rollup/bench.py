@@ -16,7 +16,8 @@ One run, on the same bronze data (``fleet.py``: a fleet of librdkafka clients, l
    (``DeltaLake.read``) and a plain ``groupBy(client_instance_id, metric_name, attributes_key,
    minute).agg(sum(value), count(*))`` written to the ``noop`` sink.
 4. **incremental** (the same warm session, as ``telemetry-sink rollup --every`` keeps one): a fleet of
-   ``--incremental-instances`` (1,000) with 10 rounds of pushes rolled up gains one new minute (2,000
+   ``--incremental-instances`` (1,000) with an hour of pushes rolled up (``--incremental-history``,
+   120 rounds) gains one new minute (2,000
    pushes, landed in commits of 100 as a sink's short batches land them), and one ``run_rollup``
    (decode and the six gold tables) is timed, ``--incremental-runs`` minutes in a row. Goal: <= 5 s.
 5. with ``--breakdown``, the parts, each to the ``noop`` sink unless said: the decode alone
@@ -212,23 +213,21 @@ def breakdown(lake: DeltaLake, data_root: str, workdir: Path, phases: Phases) ->
     )
 
 
-INCREMENTAL_HISTORY: Final = 10
-"""Push rounds (30 s apart) landed and rolled up before the timed minutes."""
 INCREMENTAL_GOAL_S: Final = 5.0
 
 
 def incremental(args: argparse.Namespace, lake: DeltaLake, root: str, phases: Phases) -> list[dict[str, Any]]:
     """The ``--every`` case: in the warm session, a fleet of ``--incremental-instances`` with
-    ``INCREMENTAL_HISTORY`` rounds already rolled up gains one new minute (two pushes per instance,
+    ``--incremental-history`` rounds already rolled up gains one new minute (two pushes per instance,
     landed in commits of ``--incremental-commit-rows``, as a sink's short batches), and one
     ``run_rollup`` (decode and every gold table) is timed; ``--incremental-runs`` minutes in a row."""
-    minutes = args.incremental_runs
-    spec = FleetSpec(args.incremental_instances, INCREMENTAL_HISTORY + 2 * minutes, seed=13, users=args.users)
-    land_fleet(spec, root, args.commit_rows, range(INCREMENTAL_HISTORY))
+    minutes, history = args.incremental_runs, args.incremental_history
+    spec = FleetSpec(args.incremental_instances, history + 2 * minutes, seed=13, users=args.users)
+    land_fleet(spec, root, args.commit_rows, range(history))
     phases.run("incremental catch-up", lambda: run_rollup(lake, root, progress=phases.progress))
     runs = []
     for minute in range(minutes):
-        first = INCREMENTAL_HISTORY + 2 * minute
+        first = history + 2 * minute
         payloads, commits = land_fleet(spec, root, args.incremental_commit_rows, range(first, first + 2))
         report = phases.run(
             f"incremental minute {minute + 1}", lambda: run_rollup(lake, root, progress=phases.progress)
@@ -429,6 +428,12 @@ def main() -> None:
         "--incremental-instances", type=int, default=1000, help="the incremental case's fleet (0: skip it)"
     )
     parser.add_argument("--incremental-runs", type=int, default=3, help="new minutes rolled up one by one")
+    parser.add_argument(
+        "--incremental-history",
+        type=int,
+        default=120,
+        help="push rounds (30 s apart) rolled up before the new minutes (default 120: an hour)",
+    )
     parser.add_argument(
         "--incremental-commit-rows", type=int, default=100, help="pushes per bronze commit of a new minute"
     )
