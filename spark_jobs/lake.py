@@ -1,5 +1,5 @@
 """Delta access for every Spark job: read a table (at a version, or only what was added since one)
-and write one (append, or replace whole partitions) exactly once.
+and write one (append, replace whole partitions, or replace the rows of some timestamps) exactly once.
 
 Two storage paths behind one interface, ``LakeStorage``, used by ``DeltaLake``, whose constructor
 is the one place that chooses between them (``connector=``):
@@ -7,7 +7,7 @@ is the one place that chooses between them (``connector=``):
 - **The Delta Spark connector** (``ConnectorStorage``), when the session loaded it
   (``session.uses_connector``): reads are ``spark.read.format("delta")`` (``versionAsOf``), writes
   are ``df.write.format("delta")`` with ``txnAppId``/``txnVersion`` (Delta skips a batch it already
-  has) and ``replaceWhere`` over the partitions being replaced. Production images put
+  has) and ``replaceWhere`` over the partitions (or the timestamps) being replaced. Production images put
   ``delta-spark_2.13-4.x.jar`` and ``delta-storage-4.x.jar`` in Spark's jars folder, or pass them in
   ``spark.jars``.
 - **The delta-rs bridge** (``BridgeStorage``) otherwise (what runs where the connector's jars cannot
@@ -16,7 +16,9 @@ is the one place that chooses between them (``connector=``):
   Spark write parquet into a hidden staging folder of the table, move the files to their partition
   folders, and commit them as ``add`` actions (with statistics from the parquet footers), together with the
   ``remove`` actions of the partitions being replaced and the ``txn(app_id, version)``, in one
-  delta-rs transaction. Nothing is visible before that commit; a failed job leaves only unreferenced
+  delta-rs transaction. Replacing the rows of some timestamps (``replace_rows``) removes the files
+  whose statistics say they may hold one, and writes their other rows again, in the same commit.
+  Nothing is visible before that commit; a failed job leaves only unreferenced
   files (deleted on the way out, else by ``vacuum``). On an object store (``s3://``) Spark's Hadoop
   file system is not used at all (it would need the ``hadoop-aws`` jars): the executors read and write
   the parquet files with pyarrow, reaching the store with the same ``storage_options`` as delta-rs
@@ -47,6 +49,7 @@ from typing import Any, Final, Protocol
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
@@ -67,7 +70,9 @@ __all__ = [
     "LakeStorage",
     "Partition",
     "PartitionFilter",
+    "RowFilter",
     "partition_predicate",
+    "row_predicate",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,6 +81,8 @@ Partition = Mapping[str, str]
 """One partition: a value for every partition column."""
 PartitionFilter = tuple[str, Sequence[str]]
 """A partition column and the values to read."""
+RowFilter = tuple[str, Sequence[datetime]]
+"""A timestamp column and the values whose rows a write replaces."""
 _REWRITES: Final = frozenset({"OPTIMIZE"})
 """Operations whose added files hold rows already in the table (``dataChange = false``)."""
 _HIVE_NULL: Final = "__HIVE_DEFAULT_PARTITION__"
@@ -95,6 +102,7 @@ class _Batch:
     app_id: str
     version: int
     replace: Sequence[Partition] | None
+    replace_rows: RowFilter | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,15 @@ def partition_predicate(partitions: Sequence[Partition]) -> str:
         for p in partitions
     ]
     return " OR ".join(terms) if terms else "false"
+
+
+def row_predicate(rows: RowFilter) -> str:
+    """A SQL predicate matching the rows of these timestamps (UTC, as the sessions' time zone)."""
+    column, values = rows
+    if not values:
+        return "false"
+    stamps = ", ".join(f"TIMESTAMP '{v.astimezone(UTC):%Y-%m-%d %H:%M:%S.%f}'" for v in values)
+    return f"`{column}` IN ({stamps})"
 
 
 class DeltaLake:
@@ -258,10 +275,13 @@ class DeltaLake:
         app_id: str,
         version: int,
         replace: Sequence[Partition] | None = None,
+        replace_rows: RowFilter | None = None,
     ) -> bool:
         """Commit ``frame`` as batch ``version`` of ``app_id``: appended, or replacing every row of
-        the ``replace`` partitions (which need not all have new rows). False, writing nothing, if the
-        table already has that batch. The table is created with ``schema`` if it does not exist."""
+        the ``replace`` partitions (which need not all have new rows), or every row whose
+        ``replace_rows`` column holds one of its timestamps (``frame`` holds only such rows). False,
+        writing nothing, if the table already has that batch. The table is created with ``schema``
+        if it does not exist."""
         existing = self.table(uri)
         if existing is not None:
             self._check_layout(existing, uri, schema, partition_by)
@@ -270,7 +290,7 @@ class DeltaLake:
                 log.info("%s already has batch %d of %s: nothing to write", uri, version, app_id)
                 return False
         frame = frame.select(*(f"`{name}`" for name in schema.names))
-        batch = _Batch(schema, tuple(partition_by), app_id, version, replace)
+        batch = _Batch(schema, tuple(partition_by), app_id, version, replace, replace_rows)
         self.storage.commit(frame, uri, batch, existing)
         return True
 
@@ -325,6 +345,8 @@ class ConnectorStorage:
         )
         if batch.replace is not None and existing is not None:
             writer = writer.mode("overwrite").option("replaceWhere", partition_predicate(batch.replace))
+        elif batch.replace_rows is not None and existing is not None:
+            writer = writer.mode("overwrite").option("replaceWhere", row_predicate(batch.replace_rows))
         else:
             writer = writer.mode("append")
         writer.save(uri)
@@ -375,15 +397,22 @@ class BridgeStorage:
     ) -> None:
         """Commit ``files`` (and the removals of the partitions replaced) with the batch's ``txn``;
         delete them if the commit fails."""
+        files = list(files)
         try:
             # the newest snapshot, read after the files were written: the removals are computed against it
             table = self.lake.table(uri) or self._create(uri, batch.schema, batch.partition_by)
             now_ms = int(time.time() * 1000)
+            removals = []
+            if batch.replace:
+                removals = self._removals(table, batch.replace, now_ms)
+            elif batch.replace_rows:
+                removals = self._row_removals(
+                    fs, root, table, batch.replace_rows, now_ms=now_ms, written=files
+                )
             actions: list[AddAction | RemoveAction] = [
                 AddAction(f.relative, f.size, f.partition, now_ms, True, f.stats) for f in files
             ]
-            if batch.replace:
-                actions.extend(self._removals(table, batch.replace, now_ms))
+            actions.extend(removals)
             table.create_write_transaction(
                 actions,
                 mode="append",
@@ -465,6 +494,38 @@ class BridgeStorage:
             partition_by=list(partition_by) or None,
             storage_options=self.storage_options or None,
         )
+
+    def _row_removals(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        table: DeltaTable,
+        rows: RowFilter,
+        *,
+        now_ms: int,
+        written: list[_WrittenFile],
+    ) -> list[RemoveAction]:
+        """The removals of every file that may hold a row of ``rows`` (its statistics' range covers
+        one of the timestamps, or it has none); the other rows of those files are written again
+        (appended to ``written``)."""
+        column, values = rows
+        wanted = [v.astimezone(UTC) for v in values]
+        columns = table.metadata().partition_columns
+        schema = self.lake.arrow_schema(table)
+        removals = []
+        for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+            low, high = action.get(f"min.{column}"), action.get(f"max.{column}")
+            if low is not None and high is not None and not any(low <= v <= high for v in wanted):
+                continue
+            partition = {c: action.get(f"partition.{c}") for c in columns}
+            removals.append(RemoveAction(action["path"], True, now_ms, action["size_bytes"], partition))
+            path = f"{root}/{unquote(action['path'])}"
+            held = pa.Table.from_batches(list(_read_data_file(fs, root, path, schema)), schema=schema)
+            replaced = pc.is_in(held.column(column), value_set=pa.array(wanted, schema.field(column).type))
+            kept = held.filter(pc.invert(pc.fill_null(replaced, False)))
+            if kept.num_rows:
+                written.extend(_write_partitions(fs, root, kept, columns))
+        return removals
 
     @staticmethod
     def _removals(table: DeltaTable, replace: Sequence[Partition], now_ms: int) -> list[RemoveAction]:

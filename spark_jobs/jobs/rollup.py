@@ -17,8 +17,9 @@ hours one shard touches are recomputed from all of them.
 
 Each gold table remembers the version of its source it has caught up with, as the ``txn`` of app id
 ``telemetry-sink-rollup/<table>``. A run reads only what the source's commits added since that
-version, works out which partitions those rows touch, recomputes those partitions whole from the
-source's snapshot and replaces them in one commit carrying the source's version. So late data
+version, works out which partitions those rows touch (for the two 1-hour metric tables: which hours),
+recomputes those partitions (hours) whole from the source's snapshot and replaces them in one commit
+carrying the source's version. So late data
 recomputes only its buckets (for the 1-minute client rows, also the hours within ``lookback_s`` after
 it, whose cumulative deltas may start from the late point), a re-run commits nothing, and a run that
 dies between two tables leaves each table consistent: the next run catches each up from its own
@@ -108,9 +109,14 @@ def _hour_text(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H")
 
 
+def _hour_start(hour: str) -> datetime:
+    """The start of the hour ``YYYY-MM-DDTHH`` (UTC)."""
+    return datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+
+
 def _hours_before(hour: str, lookback_s: int) -> list[str]:
     """``hour`` and the hours within ``lookback_s`` before it."""
-    start = datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+    start = _hour_start(hour)
     return [_hour_text(start - timedelta(hours=k)) for k in range(math.ceil(lookback_s / 3600) + 1)]
 
 
@@ -129,6 +135,9 @@ class _Step:
     """The target partitions that rows added to the source change."""
     compute: Callable[[int, list[str]], DataFrame]
     """(the source's version, the partitions) -> the partitions' new rows."""
+    by_hour: bool = False
+    """The table's unit of recompute is an hour (``YYYY-MM-DDTHH``) of ``bucket_start`` rather than a
+    partition: only those rows are replaced (``DeltaLake.write``'s ``replace_rows``)."""
 
 
 def _refresh(
@@ -162,6 +171,10 @@ def _refresh(
     else:
         version = latest
     column = PARTITION_OF[step.width]
+    if step.by_hour:
+        replace, rows = None, ("bucket_start", [_hour_start(h) for h in chosen])
+    else:
+        replace, rows = [{column: p} for p in chosen], None
     lake.write(
         step.compute(latest, chosen),
         target,
@@ -169,7 +182,8 @@ def _refresh(
         partition_by=[column],
         app_id=app_id,
         version=version,
-        replace=[{column: p} for p in chosen],
+        replace=replace,
+        replace_rows=rows,
     )
     return TableReport(step.table, latest, chosen)
 
@@ -241,6 +255,11 @@ class _RollupRun:
         points = self.read(METRIC_POINTS, version, ("date", sorted({h[:10] for h in wanted})))
         return client_minutes(points, F.date_format("time", _HOUR).isin(hours), self.lookback_s)
 
+    def client_hours(self, version: int, hours: list[str]) -> DataFrame:
+        """The 1-hour client rows of these hours."""
+        rows = self.read(ROLLUP_CLIENT_1H, version, ("bucket_date", sorted({h[:10] for h in hours})))
+        return rows.where(F.date_format("bucket_start", _HOUR).isin(hours))
+
     def activity_minutes(self, _: int, hours: list[str]) -> DataFrame:
         """Every source's samples in these hours (all shards, at their latest versions)."""
         dates = ("date", sorted({h[:10] for h in hours}))
@@ -278,8 +297,11 @@ class _RollupRun:
                     ROLLUP_CLIENT_1H,
                     rollup_schema("client", "1h"),
                     "1h",
-                    _dates_of,
-                    lambda v, dates: client_rollup(self.read(ROLLUP_CLIENT_1M, v, _day_hours(dates)), "1h"),
+                    lambda added: _distinct(added, "bucket_hour"),
+                    lambda v, hours: client_rollup(
+                        self.read(ROLLUP_CLIENT_1M, v, ("bucket_hour", hours)), "1h"
+                    ),
+                    by_hour=True,
                 ),
                 ROLLUP_CLIENT_1M,
             ),
@@ -300,10 +322,9 @@ class _RollupRun:
                     ROLLUP_ENTITY_1H,
                     rollup_schema("entity", "1h"),
                     "1h",
-                    lambda added: _distinct(added, "bucket_date"),
-                    lambda v, dates: entity_rollup(
-                        self.read(ROLLUP_CLIENT_1H, v, ("bucket_date", dates)), "1h"
-                    ),
+                    _hours_of("bucket_start"),
+                    lambda v, hours: entity_rollup(self.client_hours(v, hours), "1h"),
+                    by_hour=True,
                 ),
                 ROLLUP_CLIENT_1H,
             ),
@@ -315,7 +336,8 @@ class _RollupRun:
         (client_1m, points), (client_1h, minutes), (entity_1m, _), (entity_1h, hours) = self.metric_steps()
 
         def refresh(step: _Step, source: str) -> None:
-            self.refresh(step, self.uri(source), f"{ROLLUP_APP}/{step.table}", forced[step.width])
+            unit = "1m" if step.by_hour else step.width  # forced hours, for the tables kept by the hour
+            self.refresh(step, self.uri(source), f"{ROLLUP_APP}/{step.table}", forced[unit])
 
         refresh(client_1m, points)
         beside = pool.submit(inheritable_thread_target(self.lake.spark)(refresh), entity_1m, minutes)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,7 +12,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-from spark_jobs.lake import DeltaLake, LakeError, partition_predicate
+from spark_jobs.lake import DeltaLake, LakeError, partition_predicate, row_predicate
 
 pytestmark = pytest.mark.spark
 
@@ -116,6 +116,43 @@ def test_replacing_partitions_swaps_exactly_their_rows_in_one_commit(
     assert DeltaTable(uri).version() == before + 1
     # 11-20 untouched, 11-21 replaced, 11-22 replaced by nothing
     assert _ids(uri) == {"2026-11-20": [1], "2026-11-21": [20, 21]}
+
+
+def _timed_frame(spark: SparkSession, rows: list[tuple[int, str, datetime]]) -> DataFrame:
+    """Rows ``(id, day, at)``."""
+    data = pa.table(
+        {
+            "id": [i for i, _, _ in rows],
+            "name": [f"n{i}" for i, _, _ in rows],
+            "at": [at for _, _, at in rows],
+            "tags": [[("k", str(i))] for i, _, _ in rows],
+            "day": [d for _, d, _ in rows],
+        },
+        schema=SCHEMA,
+    )
+    return spark.createDataFrame(data)
+
+
+def test_replacing_the_rows_of_some_timestamps_keeps_every_other_row_in_one_commit(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    later, next_day = T + timedelta(hours=1), T + timedelta(days=1)
+    rows = [(1, "2026-11-22", T), (2, "2026-11-22", later), (3, "2026-11-23", next_day)]
+    _write(lake, _timed_frame(spark, rows), uri, 0)
+    before = DeltaTable(uri)
+    untouched = {f for f in before.file_uris() if "2026-11-23" in f}
+    assert _write(lake, _timed_frame(spark, [(10, "2026-11-22", T)]), uri, 1, replace_rows=("at", [T]))
+    assert DeltaTable(uri).version() == before.version() + 1
+    assert _ids(uri) == {"2026-11-22": [2, 10], "2026-11-23": [3]}  # row 2 shared a file with row 1
+    assert untouched <= set(DeltaTable(uri).file_uris())  # its statistics say it holds no such row
+    assert not _write(lake, _timed_frame(spark, [(11, "2026-11-22", T)]), uri, 1, replace_rows=("at", [T]))
+    assert _ids(uri) == {"2026-11-22": [2, 10], "2026-11-23": [3]}
+
+
+def test_row_predicate_names_the_timestamps_in_utc() -> None:
+    assert row_predicate(("at", [T])) == "`at` IN (TIMESTAMP '2026-11-22 03:04:05.123456')"
+    assert row_predicate(("at", [])) == "false"
 
 
 def test_a_failed_job_leaves_nothing_visible_and_no_files(

@@ -134,8 +134,9 @@ def test_late_data_recomputes_only_the_buckets_it_touches(lake: DeltaLake, tmp_p
     land(late, str(tmp_path))
     report = run_rollup(lake, str(tmp_path))
     touched = {t.table: t.partitions for t in report.tables}
-    assert touched["rollup_client_1h"] == ["2026-11-21"]
     assert all(p.startswith("2026-11-21") for p in touched["rollup_client_1m"])
+    # the 1-hour tables recompute only the hours the late minutes are in, not their whole day
+    assert touched["rollup_client_1h"] == touched["rollup_entity_1h"] == ["2026-11-21T22"]
     for table in ROLLUP_TABLES:  # the other day's files are the very same files
         now = set(DeltaTable(str(tmp_path / table)).file_uris())
         day2_files = {f for f in files[table] if "2026-11-23" in f}
