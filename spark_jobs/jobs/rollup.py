@@ -17,11 +17,12 @@ hours one shard touches are recomputed from all of them.
 
 Each gold table remembers the version of its source it has caught up with, as the ``txn`` of app id
 ``telemetry-sink-rollup/<table>``. A run reads only what the source's commits added since that
-version, works out which partitions those rows touch (for the two 1-hour metric tables: which hours),
-recomputes those partitions (hours) whole from the source's snapshot and replaces them in one commit
-carrying the source's version. So late data
-recomputes only its buckets (for the 1-minute client rows, also the hours within ``lookback_s`` after
-it, whose cumulative deltas may start from the late point), a re-run commits nothing, and a run that
+version, works out what those rows touch, recomputes it from the source's snapshot and replaces it
+in one commit carrying the source's version. The four metric tables recompute by the bucket
+(``_Step.by``): the minutes or hours the rows fall in, whose rows alone are replaced; the activity
+tables by the partition. So late data recomputes only its buckets (for the 1-minute client rows, also
+the minute of the next point of each late point's series within ``lookback_s``, whose cumulative delta
+starts from the late point), a re-run commits nothing, and a run that
 dies between two tables leaves each table consistent: the next run catches each up from its own
 version. ``since`` recomputes every partition from that time on as well (after a change of
 ``lookback_s``, say).
@@ -42,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Final, Literal
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
@@ -75,6 +76,7 @@ from spark_jobs.transforms.rollup import (
     DEFAULT_LOOKBACK_S,
     PARTITION_OF,
     PARTITION_PATTERN,
+    SERIES,
     Width,
     client_minutes,
     client_rollup,
@@ -88,6 +90,7 @@ log = logging.getLogger(__name__)
 
 ROLLUP_APP: Final = "telemetry-sink-rollup"
 _HOUR: Final = PARTITION_PATTERN["1m"]
+_MINUTE: Final = "yyyy-MM-dd'T'HH:mm"
 
 
 @dataclass
@@ -109,14 +112,14 @@ def _hour_text(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H")
 
 
-def _hour_start(hour: str) -> datetime:
-    """The start of the hour ``YYYY-MM-DDTHH`` (UTC)."""
-    return datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+def _bucket_start(key: str) -> datetime:
+    """The start of the hour ``YYYY-MM-DDTHH`` or of the minute ``YYYY-MM-DDTHH:MM`` (UTC)."""
+    return datetime.strptime(key, "%Y-%m-%dT%H:%M" if ":" in key else "%Y-%m-%dT%H").replace(tzinfo=UTC)
 
 
 def _hours_before(hour: str, lookback_s: int) -> list[str]:
     """``hour`` and the hours within ``lookback_s`` before it."""
-    start = _hour_start(hour)
+    start = _bucket_start(hour)
     return [_hour_text(start - timedelta(hours=k)) for k in range(math.ceil(lookback_s / 3600) + 1)]
 
 
@@ -135,9 +138,10 @@ class _Step:
     """The target partitions that rows added to the source change."""
     compute: Callable[[int, list[str]], DataFrame]
     """(the source's version, the partitions) -> the partitions' new rows."""
-    by_hour: bool = False
-    """The table's unit of recompute is an hour (``YYYY-MM-DDTHH``) of ``bucket_start`` rather than a
-    partition: only those rows are replaced (``DeltaLake.write``'s ``replace_rows``)."""
+    by: Literal["partition", "hour", "minute"] = "partition"
+    """The table's unit of recompute: its partitions, or the hours (``YYYY-MM-DDTHH``) or minutes
+    (``YYYY-MM-DDTHH:MM``) of ``bucket_start``, whose rows alone are replaced (``DeltaLake.write``'s
+    ``replace_rows``)."""
 
 
 def _refresh(
@@ -171,8 +175,8 @@ def _refresh(
     else:
         version = latest
     column = PARTITION_OF[step.width]
-    if step.by_hour:
-        replace, rows = None, ("bucket_start", [_hour_start(h) for h in chosen])
+    if step.by != "partition":
+        replace, rows = None, ("bucket_start", [_bucket_start(k) for k in chosen])
     else:
         replace, rows = [{column: p} for p in chosen], None
     lake.write(
@@ -191,6 +195,11 @@ def _refresh(
 def _hours_of(column: str) -> Callable[[DataFrame], list[str]]:
     """The hours of ``column`` in the added rows."""
     return lambda added: _distinct(added.select(F.date_format(column, _HOUR).alias("h")), "h")
+
+
+def _minutes_of(column: str) -> Callable[[DataFrame], list[str]]:
+    """The minutes of ``column`` in the added rows."""
+    return lambda added: _distinct(added.select(F.date_format(column, _MINUTE).alias("m")), "m")
 
 
 def _day_hours(dates: list[str]) -> PartitionFilter:
@@ -239,21 +248,49 @@ class _RollupRun:
         recent = points.where(F.col("time") >= F.lit(self.since.astimezone(UTC)))
         return _distinct(recent.select(F.date_format("time", pattern).alias("p")), "p")
 
-    def hours_of_points(self, added: DataFrame) -> list[str]:
-        """A point changes its own hour, and the deltas of its series up to ``lookback_s`` later."""
+    def minutes_of_points(self, added: DataFrame) -> list[str]:
+        """A point changes its own minute, and the minute of the next point of its series (whose
+        delta starts from it) if that comes within ``lookback_s``."""
         lookback = F.expr(f"INTERVAL {int(self.lookback_s)} SECONDS")
-        hours = F.sequence(
+        added = added.select(*SERIES, "time")
+        reach = F.sequence(
             F.date_trunc("hour", "time"),
             F.date_trunc("hour", F.col("time") + lookback),
             F.expr("INTERVAL 1 HOUR"),
         )
-        exploded = added.select(F.explode(hours).alias("hour"))
-        return _distinct(exploded.select(F.date_format("hour", _HOUR).alias("h")), "h")
+        hours = _distinct(
+            added.select(F.explode(reach).alias("hour")).select(F.date_format("hour", _HOUR).alias("h")), "h"
+        )
+        points = self.lake.read(self.uri(METRIC_POINTS), partitions=("date", sorted({h[:10] for h in hours})))
+        assert points is not None  # the added points are in it
+        later = points.where(F.date_format("time", _HOUR).isin(hours)).select(
+            *SERIES, F.col("time").alias("later")
+        )
+        following = (
+            added.join(later, list(SERIES))
+            .where((F.col("later") > F.col("time")) & (F.col("later") <= F.col("time") + lookback))
+            .groupBy(*SERIES, "time")
+            .agg(F.min("later").alias("next"))
+        )
+        minutes = added.select(F.date_format("time", _MINUTE).alias("m")).union(
+            following.select(F.date_format("next", _MINUTE).alias("m"))
+        )
+        return _distinct(minutes, "m")
 
-    def client_minutes(self, version: int, hours: list[str]) -> DataFrame:
-        wanted = {h for hour in hours for h in _hours_before(hour, self.lookback_s)}
+    def client_minutes(self, version: int, minutes: list[str]) -> DataFrame:
+        """The 1-minute client rows of these minutes, from the points of their hours and of the hours
+        within ``lookback_s`` before them (the previous points of their series)."""
+        wanted = sorted({h for minute in minutes for h in _hours_before(minute[:13], self.lookback_s)})
         points = self.read(METRIC_POINTS, version, ("date", sorted({h[:10] for h in wanted})))
-        return client_minutes(points, F.date_format("time", _HOUR).isin(hours), self.lookback_s)
+        points = points.where(F.date_format("time", _HOUR).isin(wanted))
+        return client_minutes(points, F.date_format("time", _MINUTE).isin(minutes), self.lookback_s)
+
+    def client_rows_of_minutes(self, version: int, minutes: list[str]) -> DataFrame:
+        """The 1-minute client rows of these minutes."""
+        hours = ("bucket_hour", sorted({m[:13] for m in minutes}))
+        return self.read(ROLLUP_CLIENT_1M, version, hours).where(
+            F.date_format("bucket_start", _MINUTE).isin(minutes)
+        )
 
     def client_hours(self, version: int, hours: list[str]) -> DataFrame:
         """The 1-hour client rows of these hours."""
@@ -287,8 +324,9 @@ class _RollupRun:
                     ROLLUP_CLIENT_1M,
                     rollup_schema("client", "1m"),
                     "1m",
-                    self.hours_of_points,
+                    self.minutes_of_points,
                     self.client_minutes,
+                    by="minute",
                 ),
                 METRIC_POINTS,
             ),
@@ -301,7 +339,7 @@ class _RollupRun:
                     lambda v, hours: client_rollup(
                         self.read(ROLLUP_CLIENT_1M, v, ("bucket_hour", hours)), "1h"
                     ),
-                    by_hour=True,
+                    by="hour",
                 ),
                 ROLLUP_CLIENT_1M,
             ),
@@ -310,10 +348,9 @@ class _RollupRun:
                     ROLLUP_ENTITY_1M,
                     rollup_schema("entity", "1m"),
                     "1m",
-                    lambda added: _distinct(added, "bucket_hour"),
-                    lambda v, hours: entity_rollup(
-                        self.read(ROLLUP_CLIENT_1M, v, ("bucket_hour", hours)), "1m"
-                    ),
+                    _minutes_of("bucket_start"),
+                    lambda v, minutes: entity_rollup(self.client_rows_of_minutes(v, minutes), "1m"),
+                    by="minute",
                 ),
                 ROLLUP_CLIENT_1M,
             ),
@@ -324,7 +361,7 @@ class _RollupRun:
                     "1h",
                     _hours_of("bucket_start"),
                     lambda v, hours: entity_rollup(self.client_hours(v, hours), "1h"),
-                    by_hour=True,
+                    by="hour",
                 ),
                 ROLLUP_CLIENT_1H,
             ),
@@ -336,8 +373,13 @@ class _RollupRun:
         (client_1m, points), (client_1h, minutes), (entity_1m, _), (entity_1h, hours) = self.metric_steps()
 
         def refresh(step: _Step, source: str) -> None:
-            unit = "1m" if step.by_hour else step.width  # forced hours, for the tables kept by the hour
-            self.refresh(step, self.uri(source), f"{ROLLUP_APP}/{step.table}", forced[unit])
+            hours = forced["1m"]  # the forced partitions of the 1-minute tables are hours
+            keys = {
+                "partition": forced[step.width],
+                "hour": hours,
+                "minute": [f"{h}:{m:02d}" for h in hours for m in range(60)],
+            }[step.by]
+            self.refresh(step, self.uri(source), f"{ROLLUP_APP}/{step.table}", keys)
 
         refresh(client_1m, points)
         beside = pool.submit(inheritable_thread_target(self.lake.spark)(refresh), entity_1m, minutes)

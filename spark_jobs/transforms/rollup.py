@@ -49,6 +49,7 @@ __all__ = [
     "NUMBER_KINDS",
     "PARTITION_OF",
     "PARTITION_PATTERN",
+    "SERIES",
     "Width",
     "bucket",
     "client_minutes",

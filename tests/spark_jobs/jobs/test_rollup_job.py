@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +142,28 @@ def test_late_data_recomputes_only_the_buckets_it_touches(lake: DeltaLake, tmp_p
         day2_files = {f for f in files[table] if "2026-11-23" in f}
         assert day2_files, table
         assert day2_files <= now, table
+    _assert_matches_reference(tmp_path)
+
+
+def test_a_late_point_recomputes_its_minute_and_the_minute_of_the_next_point_of_its_series(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    """Client 3 pushes cumulative sums every minute; its third push lands late. Its own minute is
+    recomputed, and so is the minute of its fourth push, whose deltas now start from it; no other
+    minute of the 1-minute client rows is."""
+    pushes = kafka_pushes(clients=4, pushes=6, interval_ms=60_000)
+    late = pushes.pop(3 * 6 + 2)
+    land(pushes, str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    land([late], str(tmp_path))
+    report = run_rollup(lake, str(tmp_path))
+    touched = {t.table: t.partitions for t in report.tables}
+    late_at = datetime.fromtimestamp(late.context.received_ms / 1000, UTC)
+    minutes = [(late_at + timedelta(minutes=k)).strftime("%Y-%m-%dT%H:%M") for k in (0, 1)]
+    assert touched["rollup_client_1m"] == minutes
+    # the entity minutes follow the client rows written: these minutes, and the others of the files
+    # that held them (written again without them)
+    assert set(minutes) <= set(touched["rollup_entity_1m"])
     _assert_matches_reference(tmp_path)
 
 
