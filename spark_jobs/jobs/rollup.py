@@ -47,7 +47,7 @@ from typing import Final, Literal
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from spark_jobs.jobs.decode import DecodeReport, run_decode
@@ -250,32 +250,30 @@ class _RollupRun:
 
     def minutes_of_points(self, added: DataFrame) -> list[str]:
         """A point changes its own minute, and the minute of the next point of its series (whose
-        delta starts from it) if that comes within ``lookback_s``."""
-        lookback = F.expr(f"INTERVAL {int(self.lookback_s)} SECONDS")
-        added = added.select(*SERIES, "time")
-        reach = F.sequence(
-            F.date_trunc("hour", "time"),
-            F.date_trunc("hour", F.col("time") + lookback),
-            F.expr("INTERVAL 1 HOUR"),
-        )
-        hours = _distinct(
-            added.select(F.explode(reach).alias("hour")).select(F.date_format("hour", _HOUR).alias("h")), "h"
-        )
+        delta starts from it) if that comes within ``lookback_s``. The next points are looked for
+        among the points from the earliest added one on (for points that arrive in order: only the
+        added ones), for every point in the added points' minutes (a few more than needed at most)."""
+        own = _distinct(added.select(F.date_format("time", _MINUTE).alias("m")), "m")
+        if not own:
+            return []
+        earliest = _bucket_start(own[0])
+        last = _bucket_start(own[-1][:13]) + timedelta(seconds=self.lookback_s + 60)
+        hours = [
+            (_bucket_start(own[0][:13]) + timedelta(hours=k)).strftime("%Y-%m-%dT%H")
+            for k in range(math.ceil((last - _bucket_start(own[0][:13])).total_seconds() / 3600) + 1)
+        ]
         points = self.lake.read(self.uri(METRIC_POINTS), partitions=("date", sorted({h[:10] for h in hours})))
         assert points is not None  # the added points are in it
-        later = points.where(F.date_format("time", _HOUR).isin(hours)).select(
-            *SERIES, F.col("time").alias("later")
-        )
+        later = points.where(F.date_format("time", _HOUR).isin(hours) & (F.col("time") >= F.lit(earliest)))
         following = (
-            added.join(later, list(SERIES))
-            .where((F.col("later") > F.col("time")) & (F.col("later") <= F.col("time") + lookback))
-            .groupBy(*SERIES, "time")
-            .agg(F.min("later").alias("next"))
+            Window.partitionBy(*SERIES)
+            .orderBy(F.unix_micros("time"))
+            .rangeBetween(1, self.lookback_s * 1_000_000)
         )
-        minutes = added.select(F.date_format("time", _MINUTE).alias("m")).union(
-            following.select(F.date_format("next", _MINUTE).alias("m"))
+        nexts = later.select("time", F.min("time").over(following).alias("next")).where(
+            F.date_format("time", _MINUTE).isin(own) & F.col("next").isNotNull()
         )
-        return _distinct(minutes, "m")
+        return sorted(set(own) | set(_distinct(nexts.select(F.date_format("next", _MINUTE).alias("m")), "m")))
 
     def client_minutes(self, version: int, minutes: list[str]) -> DataFrame:
         """The 1-minute client rows of these minutes, from the points of their hours and of the hours
