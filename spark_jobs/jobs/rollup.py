@@ -372,11 +372,10 @@ class _RollupRun:
 
         def refresh(step: _Step, source: str) -> None:
             hours = forced["1m"]  # the forced partitions of the 1-minute tables are hours
-            keys = {
-                "partition": forced[step.width],
-                "hour": hours,
-                "minute": [f"{h}:{m:02d}" for h in hours for m in range(60)],
-            }[step.by]
+            if step.by == "minute":
+                keys = [f"{h}:{m:02d}" for h in hours for m in range(60)]
+            else:
+                keys = hours if step.by == "hour" else forced[step.width]
             self.refresh(step, self.uri(source), f"{ROLLUP_APP}/{step.table}", keys)
 
         refresh(client_1m, points)

@@ -251,25 +251,13 @@ def normalize(
         increase = F.zip_with(column, prev[column], lambda a, b: a - b)
         return F.when(~cumulative | whole, F.col(column)).when(hist_increase, increase)
 
-    is_sum, is_gauge = kind == "sum", kind == "gauge"
+    is_sum = kind == "sum"
     is_exp = kind == "exponential_histogram"
     has_counts = kind.isin("histogram", "exponential_histogram", "summary")
     known = F.when(is_sum, sum_delta.isNotNull()).when(has_counts, hist_known).otherwise(F.lit(True))
     return points.select(
         *(F.col(c) for c in ("time", *SERIES, *CLIENT_LATEST, "explicit_bounds")),
-        F.lit(1).cast("long").alias("points"),
-        F.col("time").alias("first_time"),
-        F.col("time").alias("last_time"),
-        F.when(is_sum, sum_delta).when(is_gauge, F.col("value")).alias("value_sum"),
-        F.when(is_sum & sum_delta.isNotNull(), 1)
-        .when(is_gauge & F.col("value").isNotNull(), 1)
-        .otherwise(0)
-        .cast("long")
-        .alias("value_count"),
-        F.when(is_gauge, F.col("value")).alias("value_min"),
-        F.when(is_gauge, F.col("value")).alias("value_max"),
-        F.when(is_gauge | (is_sum & cumulative), F.col("value")).alias("value_last"),
-        F.when(known, 0).otherwise(1).cast("long").alias("unknown_deltas"),
+        *_point_measures(sum_delta, cumulative, known),
         F.when(has_counts, hist("count")).alias("count"),
         F.when(has_counts, hist("sum")).alias("sum"),
         F.when(~cumulative, F.col("min")).alias("min"),
@@ -307,22 +295,12 @@ def _sum_delta(lookback_s: int, order: Sequence[str] = ("time",)) -> tuple[Colum
     return delta, cumulative
 
 
-def _normalize_numbers(points: DataFrame, lookback_s: int, width: Width | None) -> DataFrame:
-    """``normalize`` for sums and gauges: three lags instead of thirteen. With a ``width``, the rows
-    also carry their ``bucket_start``, computed before the window, which orders each series by it
-    and then by time (the same order), so that ``_merge_numbers`` needs no sort of its own."""
-    order: tuple[str, ...] = ("time",)
-    carried: tuple[str, ...] = ()
-    if width is not None:
-        points = points.withColumn("bucket_start", bucket("time", width))
-        order = carried = ("bucket_start", "time")
+def _point_measures(sum_delta: Column, cumulative: Column, known: Column) -> list[Column]:
+    """The measures every one-point row has, both paths alike: the point itself, and a sum's or a
+    gauge's value (``sum_delta``: a sum point as counted; ``known``: whether its increase is)."""
     kind = F.col("metric_kind")
     is_sum, is_gauge = kind == "sum", kind == "gauge"
-    sum_delta, cumulative = _sum_delta(lookback_s, order)
-    known = F.when(is_sum, sum_delta.isNotNull()).otherwise(F.lit(True))
-    nulls = [F.lit(None).cast(_SPARK_TYPES[c]).alias(c) for c in HISTOGRAM_MEASURES]
-    return points.select(
-        *(F.col(c) for c in dict.fromkeys((*carried, "time", *SERIES, *CLIENT_LATEST, "explicit_bounds"))),
+    return [
         F.lit(1).cast("long").alias("points"),
         F.col("time").alias("first_time"),
         F.col("time").alias("last_time"),
@@ -336,6 +314,25 @@ def _normalize_numbers(points: DataFrame, lookback_s: int, width: Width | None) 
         F.when(is_gauge, F.col("value")).alias("value_max"),
         F.when(is_gauge | (is_sum & cumulative), F.col("value")).alias("value_last"),
         F.when(known, 0).otherwise(1).cast("long").alias("unknown_deltas"),
+    ]
+
+
+def _normalize_numbers(points: DataFrame, lookback_s: int, width: Width | None) -> DataFrame:
+    """``normalize`` for sums and gauges: three lags instead of thirteen. With a ``width``, the rows
+    also carry their ``bucket_start``, computed before the window, which orders each series by it
+    and then by time (the same order), so that ``_merge_numbers`` needs no sort of its own."""
+    order: tuple[str, ...] = ("time",)
+    carried: tuple[str, ...] = ()
+    if width is not None:
+        points = points.withColumn("bucket_start", bucket("time", width))
+        order = carried = ("bucket_start", "time")
+    is_sum = F.col("metric_kind") == "sum"
+    sum_delta, cumulative = _sum_delta(lookback_s, order)
+    known = F.when(is_sum, sum_delta.isNotNull()).otherwise(F.lit(True))
+    nulls = [F.lit(None).cast(_SPARK_TYPES[c]).alias(c) for c in HISTOGRAM_MEASURES]
+    return points.select(
+        *(F.col(c) for c in dict.fromkeys((*carried, "time", *SERIES, *CLIENT_LATEST, "explicit_bounds"))),
+        *_point_measures(sum_delta, cumulative, known),
         *nulls,
     )
 
@@ -477,10 +474,10 @@ def _merge_numbers(
     latest: Sequence[str],
     width: Width,
     *,
-    time_column: str,
+    time_column: str | None,
     extra: Sequence[Column],
 ) -> DataFrame:
-    if time_column != "bucket_start" or "bucket_start" not in rows.columns or width == "1h":
+    if time_column is not None:  # None: the rows carry their bucket already (``_normalize_numbers``)
         rows = rows.withColumn("bucket_start", bucket(time_column, width))
     order = F.struct("last_time", "client_instance_id", "attributes_key")
     # a number row has no bounds: grouping by the others, series first and bucket last, reuses the
@@ -534,7 +531,7 @@ def client_minutes(points: DataFrame, keep: Column, lookback_s: int = DEFAULT_LO
                 CLIENT_KEYS,
                 CLIENT_LATEST,
                 "1m",
-                time_column="bucket_start",
+                time_column=None,
                 extra=(),
             )
             if numbers

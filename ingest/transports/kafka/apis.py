@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 import logging
 import re
 import time
@@ -210,30 +211,31 @@ class KafkaApis:
         if not versions[0] <= api_version <= versions[1]:
             if api_key == API_VERSIONS:  # answered in v0, which every client reads (KIP-511)
                 response = encode_response(API_VERSIONS, 0, correlation_id, self._unsupported_api_versions())
-                return self._answer(response, None, connection, clock() - started)
+                return self._answer(response, lambda: self._quota_client(None, connection), clock() - started)
             raise FrameError(f"api key {api_key} version {api_version} is not supported")
         header, body = parse_request(frame, api_key, api_version)
         network_ns = clock() - started
+        who = functools.cache(lambda: self._quota_client(header, connection))  # once for both records
         if api_key in _RECORDED_BY_THE_PIPELINE:
             response = await self._handlers[api_key](header, body, connection)
         else:
             with metering() as meter:
                 response = await self._handlers[api_key](header, body, connection)
-            response = self._request_quota(header, connection, meter, response)
+            response = self._request_quota(who(), connection, meter, response)
         started = clock()
         try:
             encoded = encode_response(api_key, api_version, correlation_id, response)
         except Exception as exc:  # a value the version cannot carry, from what the client sent
             raise FrameError(f"no {api_key}v{api_version} answer can carry this: {exc!r}") from exc
-        return self._answer(encoded, header, connection, network_ns + clock() - started)
+        return self._answer(encoded, who, network_ns + clock() - started)
 
-    def _answer(
-        self, frame: bytes, header: RequestHeader | None, connection: KafkaConnection, network_ns: int
-    ) -> Answer:
+    def _answer(self, frame: bytes, who: Callable[[], tuple[str, str]], network_ns: int) -> Answer:
+        """``frame``, recording its network time for the client ``who`` names once it is written."""
+
         def record(write_ns: int) -> None:
             quota = self.pipeline.quotas.request
             if quota.quotas_enabled:  # else nothing is recorded (Kafka installs no callback then)
-                principal, client_id = self._quota_client(header, connection)
+                principal, client_id = who()
                 now = self.pipeline.clock.now_ms()
                 quota.record_network_time(principal, client_id, network_ns + write_ns, now)
 
@@ -251,13 +253,13 @@ class KafkaApis:
         return client.principal, client.client_id or ""
 
     def _request_quota(
-        self, header: RequestHeader, connection: KafkaConnection, meter: HandlerTime, response: Any
+        self, who: tuple[str, str], connection: KafkaConnection, meter: HandlerTime, response: Any
     ) -> Any:
         """Every other API is subject to the request quota too (KIP-124; audit row D13): its handler
         time is recorded for the connection's client, and a throttle mutes the connection and goes
         into the answer's ``throttle_time_ms`` where its version has one, as a broker's
         ``sendResponseMaybeThrottle``."""
-        principal, client_id = self._quota_client(header, connection)
+        principal, client_id = who
         quotas, now = self.pipeline.quotas, self.pipeline.clock.now_ms()
         throttle_ms = quotas.request.record_request_time(principal, client_id, meter.total_ns(), now)
         if throttle_ms <= 0:
