@@ -12,9 +12,11 @@
 ARG PYTHON_VERSION=3.11
 
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
-# a C compiler: crcmod's extension and the mypyc-compiled quota hot path
+# a C compiler: crcmod's extension and the mypyc-compiled quota hot path; a JDK, protoc and
+# protobuf-java: the JVM decoder's jar (spark_jobs.jvm), which the wheel carries
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
+        openjdk-17-jdk-headless protobuf-compiler libprotobuf-java \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
@@ -25,8 +27,13 @@ COPY exporters exporters
 COPY spark_jobs spark_jobs
 COPY loadgen loadgen
 COPY telemetry_sink telemetry_sink
-# the project's wheel and every dependency's, for an offline install below
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# the project's wheel and every dependency's, for an offline install below; the jar is built with
+# PySpark's jars and the OTLP schema from those wheels, then the project's wheel again to carry it
+RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
+    && pip install --no-cache-dir --no-index --find-links /wheels pyspark opentelemetry-proto \
+    && python -m spark_jobs.jvm \
+    && rm /wheels/telemetry_sink-*.whl \
+    && pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:${PYTHON_VERSION}-slim-bookworm
 ARG DELTA_CONNECTOR=false

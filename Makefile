@@ -1,5 +1,6 @@
 # The two commands of the quickstart: `make run` and `make test`.
 # Both set up .venv/ when it is missing or its inputs changed; otherwise setup is a no-op.
+# Setup also builds the JVM decoder's jar (spark_jobs/java), so editing its sources re-runs it.
 # The quota engine's hot modules are compiled with mypyc, so editing them re-runs setup.
 
 PYTHON ?= python3
@@ -7,12 +8,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 COMPILED := $(wildcard quotas/*.py)  # setup.py compiles some of them with mypyc
+JVM := spark_jobs/jvm.py $(wildcard spark_jobs/java/telemetry/sink/*.java)  # the JVM decoder's jar
 
 .PHONY: setup browser test lint typecheck unit run bench proto clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py scripts/setup.sh $(COMPILED)
+$(STAMP): pyproject.toml setup.py scripts/setup.sh $(COMPILED) $(JVM)
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup.sh
 	touch $(STAMP)
 

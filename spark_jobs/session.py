@@ -9,8 +9,9 @@ top of what the caller passes, the session gets the settings the Delta tables ne
 - ``spark.sql.sources.partitionColumnTypeInference.enabled=false``: partition values stay strings,
   as Delta keeps them;
 - ``spark.sql.globalTempDatabase=telemetry``: the namespace of the tables' views (``views``);
-- ``spark.sql.execution.arrow.pyspark.enabled=true`` (the decoder runs in ``mapInArrow``); on a
+- ``spark.sql.execution.arrow.pyspark.enabled=true`` (the Python decoder runs in ``mapInArrow``); on a
   ``local`` master the Python workers run the driver's interpreter (``PYSPARK_PYTHON``, unless set);
+- the project's jar (``spark_jobs.jvm``: the JVM decoder) added to ``spark.jars`` when it was built;
 - with the Delta Spark connector (``delta_connector``: ``auto`` uses it when a ``delta-spark`` jar is
   among ``spark.jars`` or in Spark's own jars folder), its SQL extension and catalog.
 
@@ -33,6 +34,8 @@ from typing import Final, Literal
 
 import pyspark
 from pyspark.sql import SparkSession
+
+from spark_jobs.jvm import JAR
 
 __all__ = ["DEFAULT_MASTER", "DELTA_CATALOG", "DELTA_EXTENSION", "SparkSettings", "spark_session"]
 
@@ -107,6 +110,14 @@ def uses_connector(settings: SparkSettings) -> bool:
     return settings.delta_connector == "on"
 
 
+def _with_project_jar(settings: Mapping[str, str]) -> dict[str, str]:
+    """``spark.jars`` with the project's jar (``spark_jobs.jvm``) added, when it was built."""
+    if not JAR.is_file():
+        return {}
+    listed = [jar for jar in settings.get("spark.jars", "").split(",") if jar]
+    return {"spark.jars": ",".join([*listed, str(JAR)]) if str(JAR) not in listed else ",".join(listed)}
+
+
 def spark_session(settings: SparkSettings | None = None) -> SparkSession:
     """A session built from ``settings`` (or gets the running one, which keeps its settings)."""
     settings = settings or SparkSettings()
@@ -114,7 +125,12 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
     if problems:
         raise ValueError("; ".join(problems))
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
-    for key, value in {**_DEFAULTS, **settings.settings, **_REQUIRED}.items():
+    for key, value in {
+        **_DEFAULTS,
+        **settings.settings,
+        **_REQUIRED,
+        **_with_project_jar(settings.settings),
+    }.items():
         builder = builder.config(key, value)
     if settings.master.startswith("local"):
         # Python workers run this interpreter (its packages), not whatever `python3` is on PATH

@@ -4,7 +4,8 @@ and the pushes that do not decode -> ``decode_quarantine``.
 Incremental and exactly once, per bronze shard: the job remembers how far it got in each shard as the
 ``txn`` of app id ``telemetry-sink-decode/<shard>`` in each target table (the bronze version it
 decoded up to). A run reads only the rows the shard's commits added since (``DeltaLake.read_added``),
-decodes them in ``mapInArrow`` (``transforms.decode``) and commits the points, then decodes again only
+decodes them (``transforms.decode_jvm``: in Spark's JVM, and in ``mapInArrow`` what that decoder leaves
+to ``transforms.decode``) and commits the points, then decodes again only
 the pushes that gave no point (those quarantined, and empty ones) and commits the quarantined ones;
 both commits carry the shard's new version as their batch. A re-run, or a run after a crash between the two
 commits, writes nothing twice: a table that already has the batch skips it.
@@ -18,8 +19,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
-from pyspark.sql.pandas.types import from_arrow_schema
 
+from spark_jobs.jvm import register
 from spark_jobs.lake import DeltaLake
 from spark_jobs.tables import (
     BRONZE_PUSHES,
@@ -29,7 +30,7 @@ from spark_jobs.tables import (
     QUARANTINE_SCHEMA,
     table_uri,
 )
-from spark_jobs.transforms.decode import BRONZE_COLUMNS, DECODED_SCHEMA, decode_batches
+from spark_jobs.transforms.decode_jvm import FUNCTIONS, decoded
 
 __all__ = ["DECODE_APP", "DecodeReport", "ShardReport", "run_decode"]
 
@@ -63,11 +64,11 @@ class DecodeReport:
         return sum(s.quarantined for s in self.shards)
 
 
-def decode(bronze: DataFrame) -> DataFrame:
-    """Bronze push rows -> decoded rows (points, and one row per quarantined push)."""
-    return bronze.select(*BRONZE_COLUMNS).mapInArrow(
-        decode_batches, from_arrow_schema(DECODED_SCHEMA, prefer_timestamp_ntz=False)
-    )
+def decode(bronze: DataFrame, *, jvm: bool = True) -> DataFrame:
+    """Bronze push rows -> decoded rows (points, and one row per quarantined push): in Spark's JVM
+    where its decoder answers for a push and its jar is there, in Python otherwise
+    (``transforms.decode_jvm``); ``jvm=False``: all in Python."""
+    return decoded(bronze, jvm=jvm and register(bronze.sparkSession, FUNCTIONS))
 
 
 def run_decode(

@@ -78,6 +78,7 @@ __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_BATCH_ROWS",
     "PUSH_BOUNDS",
+    "PUSH_TEXT_COLUMNS",
     "PushBounds",
     "attributes_key",
     "decode_batches",
@@ -124,7 +125,7 @@ PUSH_BOUNDS: Final = PushBounds()
 
 _PUSH_COLUMNS: Final = tuple(name for name in BRONZE_COLUMNS if name != "payload")
 """Copied from the push to each of its rows."""
-_TEXT_COLUMNS: Final = tuple(name for name in _PUSH_COLUMNS if name != "received_at")
+PUSH_TEXT_COLUMNS: Final = tuple(name for name in _PUSH_COLUMNS if name != "received_at")
 """The push columns held to ``max_text_bytes``."""
 _ROW_BYTES: Final = 128
 """What a row costs besides its text, for cutting output batches by bytes."""
@@ -628,7 +629,7 @@ class _Rows:
     def __init__(self, pushes: Mapping[str, pa.Array], text_bytes: pa.Array, key_values: _KeyValues) -> None:
         self.pushes = pushes
         self.text_bytes = text_bytes
-        """Per input row, the bytes of its ``_TEXT_COLUMNS``."""
+        """Per input row, the bytes of its ``PUSH_TEXT_COLUMNS``."""
         self.key_values = key_values
         self.size = 0
         self.payload_bytes = 0
@@ -806,7 +807,7 @@ class _BatchDecoder:
         self.quarantined: dict[int, str] = {}
         """Input row -> quarantine reason."""
         self.text_bytes = pa.repeat(pa.scalar(0, pa.int64()), batch.num_rows)
-        for name in _TEXT_COLUMNS:
+        for name in PUSH_TEXT_COLUMNS:
             length = pc.fill_null(pc.binary_length(self.pushes[name]), 0)
             self.text_bytes = pc.add(self.text_bytes, length)
             self._refuse(length, f"{name} of {{}} bytes", "max_text_bytes")

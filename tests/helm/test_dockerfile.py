@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,16 @@ def test_the_connector_build_argument_fetches_the_jars_the_docs_name() -> None:
     assert f"io.delta:{artifact.group(1)}:{version.group(1)}" in docs
     assert f"io.delta:delta-storage:{version.group(1)}" in docs
     assert re.search(r"^ARG DELTA_CONNECTOR=false$", DOCKERFILE, re.M)  # off unless asked for
+
+
+def test_the_image_carries_the_jvm_decoder_built_in_its_build_stage() -> None:
+    build_stage = DOCKERFILE.split("\nFROM ")[1]
+    for package in ("openjdk-17-jdk-headless", "protobuf-compiler", "libprotobuf-java"):
+        assert package in build_stage
+    built = build_stage.index("python -m spark_jobs.jvm")
+    assert build_stage.index("pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .") > built
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "java/*.jar" in package_data["spark_jobs"]
 
 
 def test_the_entry_point_runs_telemetry_sink_commands(tmp_path: Path) -> None:
