@@ -74,6 +74,7 @@ from spark_jobs.transforms.activity import (
 )
 from spark_jobs.transforms.rollup import (
     DEFAULT_LOOKBACK_S,
+    MINUTE_PATTERN,
     PARTITION_OF,
     PARTITION_PATTERN,
     SERIES,
@@ -90,7 +91,7 @@ log = logging.getLogger(__name__)
 
 ROLLUP_APP: Final = "telemetry-sink-rollup"
 _HOUR: Final = PARTITION_PATTERN["1m"]
-_MINUTE: Final = "yyyy-MM-dd'T'HH:mm"
+_MINUTE: Final = MINUTE_PATTERN
 
 
 @dataclass
@@ -281,7 +282,7 @@ class _RollupRun:
         wanted = sorted({h for minute in minutes for h in _hours_before(minute[:13], self.lookback_s)})
         points = self.read(METRIC_POINTS, version, ("date", sorted({h[:10] for h in wanted})))
         points = points.where(F.date_format("time", _HOUR).isin(wanted))
-        return client_minutes(points, F.date_format("time", _MINUTE).isin(minutes), self.lookback_s)
+        return client_minutes(points, minutes, self.lookback_s)
 
     def client_rows_of_minutes(self, version: int, minutes: list[str]) -> DataFrame:
         """The 1-minute client rows of these minutes."""

@@ -36,6 +36,7 @@ same rows as one general path would.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Final, Literal
 
 import pyarrow as pa
@@ -46,6 +47,7 @@ __all__ = [
     "CLIENT_KEYS",
     "DEFAULT_LOOKBACK_S",
     "ENTITY_KEYS",
+    "MINUTE_PATTERN",
     "NUMBER_KINDS",
     "PARTITION_OF",
     "PARTITION_PATTERN",
@@ -66,6 +68,8 @@ _UNIT: Final = {"1m": "minute", "1h": "hour"}
 PARTITION_PATTERN: Final = {"1m": "yyyy-MM-dd'T'HH", "1h": "yyyy-MM-dd"}
 """How a bucket is written in its table's partition column (Spark datetime patterns)."""
 PARTITION_OF: Final = {"1m": "bucket_hour", "1h": "bucket_date"}
+MINUTE_PATTERN: Final = "yyyy-MM-dd'T'HH:mm"
+"""A minute's key (Spark datetime pattern), as ``client_minutes`` takes them."""
 
 SERIES: Final = ("client_instance_id", "metric_name", "metric_kind", "attributes_key")
 CLIENT_KEYS: Final = (*SERIES, "explicit_bounds")
@@ -519,10 +523,42 @@ def client_rollup(rows: DataFrame, width: Width, time_column: str = "bucket_star
     )
 
 
-def client_minutes(points: DataFrame, keep: Column, lookback_s: int = DEFAULT_LOOKBACK_S) -> DataFrame:
-    """Silver points -> 1-minute client rows of the points ``keep`` selects (the points before them,
-    within ``lookback_s``, only give their deltas a start): numbers and the rest each normalized and
-    merged on their own path."""
+def _with_previous(points: DataFrame, keep: Column, run: Column) -> DataFrame:
+    """The points ``keep`` selects, and the previous point of each of their series that their deltas
+    start from. ``run``: for a point not kept, the next run of kept time after it (any value that tells
+    the runs apart; null after the last run). Per series and run, the last point before the run is
+    added. ``normalize`` gives the kept points the same rows over these as over all ``points``: every
+    kept point's previous point is among them (it is kept, or the last point before its run, or the
+    last before an earlier run holding no point of its series), and they are all real points of their
+    series, so none comes between a kept point and its previous one. What this saves: the window sorts
+    the kept points and one more per series, not every point of the lookback."""
+    others = points.where(~keep).withColumn("_run", run).where(F.col("_run").isNotNull())
+    last = others.groupBy(*SERIES, "_run").agg(F.max("time").alias("time")).drop("_run")
+    return points.where(keep).unionByName(others.drop("_run").join(last, [*SERIES, "time"], "left_semi"))
+
+
+def _runs(minute: Column, minutes: Sequence[str]) -> Column:
+    """For a point outside ``minutes`` (sorted keys), the first minute of the next run of consecutive
+    ``minutes`` after it; null after the last run. Text, not timestamps: a timestamp literal is
+    compiled into Spark's generated code, which then changes from run to run."""
+    times = [datetime.strptime(m, "%Y-%m-%dT%H:%M") for m in minutes]
+    starts = [m for i, m in enumerate(minutes) if i == 0 or times[i] - times[i - 1] != timedelta(minutes=1)]
+    run = F.when(minute < starts[0], starts[0])
+    for start in starts[1:]:
+        run = run.when(minute < start, start)
+    return run
+
+
+def client_minutes(
+    points: DataFrame, minutes: Sequence[str], lookback_s: int = DEFAULT_LOOKBACK_S
+) -> DataFrame:
+    """Silver points -> the 1-minute client rows of ``minutes`` (sorted ``YYYY-MM-DDTHH:MM`` keys, UTC).
+    ``points`` must hold the points within ``lookback_s`` before them, which only give their deltas a
+    start: of those, only the last one of each series before each run of consecutive minutes is
+    normalized (``_with_previous``). Numbers and the rest each normalized and merged on their own path."""
+    minute = F.date_format("time", MINUTE_PATTERN)
+    keep = minute.isin(list(minutes))
+    points = _with_previous(points, keep, _runs(minute, minutes))
     return _by_kind(
         points,
         lambda part, numbers: (
