@@ -44,7 +44,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
 from urllib.parse import quote, unquote
 
@@ -71,6 +71,7 @@ __all__ = [
     "Partition",
     "PartitionFilter",
     "RowFilter",
+    "TimeRange",
     "partition_predicate",
     "row_predicate",
 ]
@@ -83,6 +84,13 @@ PartitionFilter = tuple[str, Sequence[str]]
 """A partition column and the values to read."""
 RowFilter = tuple[str, Sequence[datetime]]
 """A timestamp column and the values whose rows a write replaces."""
+TimeRange = tuple[str, datetime, datetime]
+"""A timestamp column, from (inclusive) and until (exclusive): a read of the rows of the files that may
+hold rows in that range (by the statistics in the Delta log; data skipping). At least every row in
+range, and possibly others."""
+_STATS_PRECISION: Final = timedelta(milliseconds=1)
+"""Delta's statistics hold timestamps to the millisecond: a file's true largest value may be up to this
+much past its ``max``."""
 _REWRITES: Final = frozenset({"OPTIMIZE"})
 """Operations whose added files hold rows already in the table (``dataChange = false``)."""
 _HIVE_NULL: Final = "__HIVE_DEFAULT_PARTITION__"
@@ -218,11 +226,17 @@ class DeltaLake:
     # -- reading -----------------------------------------------------------------------------------
 
     def read(
-        self, uri: str, version: int | None = None, *, partitions: PartitionFilter | None = None
+        self,
+        uri: str,
+        version: int | None = None,
+        *,
+        partitions: PartitionFilter | None = None,
+        within: TimeRange | None = None,
     ) -> DataFrame | None:
         """The table (at ``version``; only the ``partitions`` whose column takes one of the values,
-        when given), or None if there is none."""
-        return self.storage.read(uri, version, partitions)
+        and only the files that may hold rows ``within`` a time range, when given), or None if there
+        is none."""
+        return self.storage.read(uri, version, partitions, within)
 
     def read_added(self, uri: str, after: int, until: int) -> DataFrame | None:
         """The rows that commits ``after + 1 .. until`` added (``added_files``); None if no table."""
@@ -310,7 +324,9 @@ class DeltaLake:
 class LakeStorage(Protocol):
     """A storage path of ``DeltaLake``: how it reads a table's rows and commits a batch."""
 
-    def read(self, uri: str, version: int | None, partitions: PartitionFilter | None) -> DataFrame | None:
+    def read(
+        self, uri: str, version: int | None, partitions: PartitionFilter | None, within: TimeRange | None
+    ) -> DataFrame | None:
         """``DeltaLake.read``."""
 
     def commit(self, frame: DataFrame, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
@@ -324,7 +340,9 @@ class ConnectorStorage:
     def __init__(self, lake: DeltaLake) -> None:
         self.lake = lake
 
-    def read(self, uri: str, version: int | None, partitions: PartitionFilter | None) -> DataFrame | None:
+    def read(
+        self, uri: str, version: int | None, partitions: PartitionFilter | None, within: TimeRange | None
+    ) -> DataFrame | None:
         if self.lake.table(uri) is None:
             return None
         reader = self.lake.spark.read.format("delta")
@@ -334,6 +352,9 @@ class ConnectorStorage:
         if partitions is not None:
             column, values = partitions
             frame = frame.where(F.col(column).isin(list(values)))
+        if within is not None:  # the connector skips files by their statistics itself
+            column, low, high = within
+            frame = frame.where((F.col(column) >= F.lit(low)) & (F.col(column) < F.lit(high)))
         return frame
 
     def commit(self, frame: DataFrame, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
@@ -360,7 +381,9 @@ class BridgeStorage:
         self.lake = lake
         self.storage_options = lake.storage_options
 
-    def read(self, uri: str, version: int | None, partitions: PartitionFilter | None) -> DataFrame | None:
+    def read(
+        self, uri: str, version: int | None, partitions: PartitionFilter | None, within: TimeRange | None
+    ) -> DataFrame | None:
         table = self.lake.table(uri, version)
         if table is None:
             return None
@@ -369,6 +392,9 @@ class BridgeStorage:
         else:
             column, values = partitions
             files = table.file_uris(file_pruning_predicate=[(column, "in", list(values))]) if values else []
+        if within is not None and files:
+            names = _files_within(table, within)  # file names are unique in a table (a UUID each)
+            files = [f for f in files if f.rsplit("/", 1)[-1] in names]
         return self.lake.read_files(uri, files, self.lake.arrow_schema(table))
 
     def commit(self, frame: DataFrame, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
@@ -543,6 +569,18 @@ class BridgeStorage:
 _WRITTEN_FILES: Final = pa.schema(
     [("relative", pa.string()), ("size", pa.int64()), ("partition", pa.string()), ("stats", pa.string())]
 )
+
+
+def _files_within(table: DeltaTable, within: TimeRange) -> set[str]:
+    """The names of the table's files whose statistics may hold a row ``within`` the range (or that
+    have no statistics)."""
+    column, low, high = within
+    names = set()
+    for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+        smallest, largest = action.get(f"min.{column}"), action.get(f"max.{column}")
+        if smallest is None or largest is None or (smallest < high and largest + _STATS_PRECISION >= low):
+            names.add(unquote(action["path"]).rsplit("/", 1)[-1])
+    return names
 
 
 def _partition_folder(column: str, value: str | None) -> str:

@@ -83,6 +83,7 @@ from spark_jobs.transforms.rollup import (
     client_rollup,
     entity_rollup,
     rollup_schema,
+    unseeded,
 )
 
 __all__ = ["ROLLUP_APP", "RollupReport", "TableReport", "run_rollup"]
@@ -92,6 +93,9 @@ log = logging.getLogger(__name__)
 ROLLUP_APP: Final = "telemetry-sink-rollup"
 _HOUR: Final = PARTITION_PATTERN["1m"]
 _MINUTE: Final = MINUTE_PATTERN
+SEED_WINDOW_S: Final = 900
+"""How far before the minutes being recomputed the 1-minute client rollup looks first for the previous
+points of their series: three of KIP-714's default 5-minute push intervals (``lookback_s`` if less)."""
 
 
 @dataclass
@@ -263,7 +267,11 @@ class _RollupRun:
             (_bucket_start(own[0][:13]) + timedelta(hours=k)).strftime("%Y-%m-%dT%H")
             for k in range(math.ceil((last - _bucket_start(own[0][:13])).total_seconds() / 3600) + 1)
         ]
-        points = self.lake.read(self.uri(METRIC_POINTS), partitions=("date", sorted({h[:10] for h in hours})))
+        points = self.lake.read(
+            self.uri(METRIC_POINTS),
+            partitions=("date", sorted({h[:10] for h in hours})),
+            within=("time", earliest, last + timedelta(hours=1)),
+        )
         assert points is not None  # the added points are in it
         later = points.where(F.date_format("time", _HOUR).isin(hours) & (F.col("time") >= F.lit(earliest)))
         following = (
@@ -277,10 +285,25 @@ class _RollupRun:
         return sorted(set(own) | set(_distinct(nexts.select(F.date_format("next", _MINUTE).alias("m")), "m")))
 
     def client_minutes(self, version: int, minutes: list[str]) -> DataFrame:
-        """The 1-minute client rows of these minutes, from the points of their hours and of the hours
-        within ``lookback_s`` before them (the previous points of their series)."""
+        """The 1-minute client rows of these minutes, from their points and the previous points of
+        their series. Those are looked for first in the files that may hold points from
+        ``SEED_WINDOW_S`` before the minutes on (data skipping); only if a series has no point there
+        (a new series, or one that pushes less often), in every point of the lookback hours."""
         wanted = sorted({h for minute in minutes for h in _hours_before(minute[:13], self.lookback_s)})
-        points = self.read(METRIC_POINTS, version, ("date", sorted({h[:10] for h in wanted})))
+        dates = ("date", sorted({h[:10] for h in wanted}))
+        window_s = min(SEED_WINDOW_S, self.lookback_s)
+        within = (
+            "time",
+            _bucket_start(minutes[0]) - timedelta(seconds=window_s),
+            _bucket_start(minutes[-1]) + timedelta(minutes=1),
+        )
+        recent = self.lake.read(self.uri(METRIC_POINTS), version, partitions=dates, within=within)
+        assert recent is not None  # it has a version
+        if unseeded(recent, minutes, window_s).isEmpty():
+            self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the {window_s} s before the minutes")
+            return client_minutes(recent, minutes, self.lookback_s)
+        self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the lookback hours (new or sparse series)")
+        points = self.read(METRIC_POINTS, version, dates)
         points = points.where(F.date_format("time", _HOUR).isin(wanted))
         return client_minutes(points, minutes, self.lookback_s)
 

@@ -60,6 +60,7 @@ __all__ = [
     "normalize",
     "partition",
     "rollup_schema",
+    "unseeded",
 ]
 
 DEFAULT_LOOKBACK_S: Final = 3600
@@ -537,16 +538,43 @@ def _with_previous(points: DataFrame, keep: Column, run: Column) -> DataFrame:
     return points.where(keep).unionByName(others.drop("_run").join(last, [*SERIES, "time"], "left_semi"))
 
 
+def _run_starts(minutes: Sequence[str]) -> list[str]:
+    """The first minute of each run of consecutive ``minutes`` (sorted keys)."""
+    times = [datetime.strptime(m, "%Y-%m-%dT%H:%M") for m in minutes]
+    return [m for i, m in enumerate(minutes) if i == 0 or times[i] - times[i - 1] != timedelta(minutes=1)]
+
+
 def _runs(minute: Column, minutes: Sequence[str]) -> Column:
     """For a point outside ``minutes`` (sorted keys), the first minute of the next run of consecutive
     ``minutes`` after it; null after the last run. Text, not timestamps: a timestamp literal is
     compiled into Spark's generated code, which then changes from run to run."""
-    times = [datetime.strptime(m, "%Y-%m-%dT%H:%M") for m in minutes]
-    starts = [m for i, m in enumerate(minutes) if i == 0 or times[i] - times[i - 1] != timedelta(minutes=1)]
+    starts = _run_starts(minutes)
     run = F.when(minute < starts[0], starts[0])
     for start in starts[1:]:
         run = run.when(minute < start, start)
     return run
+
+
+def unseeded(points: DataFrame, minutes: Sequence[str], window_s: int) -> DataFrame:
+    """The (series, run) pairs of the points in ``minutes`` (sorted keys) whose series has no point
+    among ``points`` within ``window_s`` before its run of consecutive minutes: the previous point of
+    their deltas may lie further back (or nowhere). When there is none, ``points`` holding the
+    ``minutes`` and the ``window_s`` before each run give ``client_minutes`` the same rows as the
+    whole lookback would (the previous points of a run's kept points are the last before it)."""
+    minute = F.date_format("time", MINUTE_PATTERN)
+    keep = minute.isin(list(minutes))
+    starts = _run_starts(minutes)
+    own_run = F.when(minute >= starts[-1], starts[-1])
+    for start in reversed(starts[:-1]):
+        own_run = own_run.when(minute >= start, start)
+    kept = points.where(keep).select(*SERIES, own_run.alias("_run"))
+    since = F.to_timestamp("_run", MINUTE_PATTERN) - F.expr(f"INTERVAL {int(window_s)} SECONDS")
+    before = (
+        points.where(~keep)
+        .select(*SERIES, "time", _runs(minute, minutes).alias("_run"))
+        .where(F.col("_run").isNotNull() & (F.col("time") >= since))
+    )
+    return kept.join(before.select(*SERIES, "_run"), [*SERIES, "_run"], "left_anti")
 
 
 def client_minutes(

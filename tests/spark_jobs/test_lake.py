@@ -260,3 +260,35 @@ def test_a_commit_that_fails_removes_the_files_it_moved(
     assert sorted(str(p) for p in Path(uri).rglob("*.parquet")) == files_before
     assert _ids(uri) == {"2026-11-22": [1]}
     assert DeltaTable(uri).transaction_version("test-job") == 0
+
+
+def test_a_read_within_a_time_range_skips_the_files_whose_statistics_rule_it_out(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    """Three commits, an hour apart, each a file of its own; the statistics are to the millisecond, so a
+    file whose largest value is a few microseconds past its ``max`` is still read."""
+    uri = str(tmp_path / "t")
+    for k in range(3):
+        data = pa.table(
+            {
+                "id": [k],
+                "name": [None],
+                "at": [T + timedelta(hours=k, microseconds=900)],
+                "tags": [None],
+                "day": ["2026-11-22"],
+            },
+            schema=SCHEMA,
+        )
+        assert _write(lake, spark.createDataFrame(data), uri, k)
+
+    def ids(low: datetime, high: datetime) -> list[int]:
+        frame = lake.read(uri, partitions=("day", ["2026-11-22"]), within=("at", low, high))
+        assert frame is not None
+        return sorted(r.id for r in frame.collect())
+
+    assert ids(T, T + timedelta(minutes=1)) == [0]
+    assert ids(T + timedelta(hours=1), T + timedelta(hours=2)) == [1]
+    # from just past the first file's last row: the millisecond statistics cannot rule it out
+    assert ids(T + timedelta(microseconds=950), T + timedelta(hours=1)) == [0]
+    assert ids(T + timedelta(milliseconds=2), T + timedelta(hours=1)) == []
+    assert ids(T - timedelta(days=1), T + timedelta(days=1)) == [0, 1, 2]

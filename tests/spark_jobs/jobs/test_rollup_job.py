@@ -167,6 +167,31 @@ def test_a_late_point_recomputes_its_minute_and_the_minute_of_the_next_point_of_
     _assert_matches_reference(tmp_path)
 
 
+def test_a_new_minute_finds_previous_points_in_the_recent_files_unless_a_series_is_new(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    """Clients pushing every minute: the next minute's deltas start from points of the minutes just
+    before (read by their files' statistics); when a client appears, its series may have points
+    anywhere in the lookback, and the whole lookback is read. Both agree with the reference."""
+    pushes = kafka_pushes(clients=4, pushes=8, interval_ms=60_000)
+    land([p for p in pushes if p.context.received_ms < START_MS + 6 * 60_000], str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    said: list[str] = []
+    land(
+        [p for p in pushes if START_MS + 6 * 60_000 <= p.context.received_ms < START_MS + 7 * 60_000],
+        str(tmp_path),
+    )
+    run_rollup(lake, str(tmp_path), progress=said.append)
+    assert any("previous points from the 900 s before the minutes" in s for s in said), said
+    _assert_matches_reference(tmp_path)
+    said.clear()
+    newcomer = kafka_pushes(clients=5, pushes=8, interval_ms=60_000)[4 * 8 + 7]  # client 4, minute 7
+    land([p for p in pushes if p.context.received_ms >= START_MS + 7 * 60_000] + [newcomer], str(tmp_path))
+    run_rollup(lake, str(tmp_path), progress=said.append)
+    assert any("previous points from the lookback hours" in s for s in said), said
+    _assert_matches_reference(tmp_path)
+
+
 def test_a_crash_between_silver_and_quarantine_is_caught_up_without_duplicates(
     lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

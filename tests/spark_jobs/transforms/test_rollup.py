@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs.tables import METRIC_POINTS_SCHEMA
-from spark_jobs.transforms.rollup import CLIENT_KEYS, client_minutes
+from spark_jobs.transforms.rollup import CLIENT_KEYS, client_minutes, unseeded
 from tests.spark_jobs.transforms.test_rollup_reference import at, cumulative_sum, histogram, point
 from tests.support.rollup_reference import client_rows
 
@@ -81,3 +81,29 @@ def test_client_minutes_of_some_minutes_are_the_rows_computed_from_every_point(
             got["attributes"] = dict(got["attributes"])
         wrong = {c: (got[c], v) for c, v in row.items() if c != "attributes" and not same(got[c], v)}
         assert not wrong, f"{k}: {wrong}"
+
+
+def test_unseeded_names_the_series_without_a_point_within_the_window_before_their_run(
+    spark: SparkSession,
+) -> None:
+    """Series a pushes every minute, b every 5 minutes, e is away from minute 3 to 19; nothing comes
+    before minute 0 (every series is new there)."""
+    points = series_points()
+    frame = spark.createDataFrame(pa.Table.from_pylist(points, METRIC_POINTS_SCHEMA))
+
+    def missing(minutes: list[int], window_s: int) -> set[tuple[str, str]]:
+        keys = [at(m * 60).strftime("%Y-%m-%dT%H:%M") for m in minutes]
+        rows = unseeded(frame, keys, window_s).collect()
+        return {(r.metric_kind, r.attributes_key) for r in rows}
+
+    assert missing([20, 21], 120) == {("sum", '{"s":"b"}'), ("sum", '{"s":"e"}')}
+    assert missing([20, 21], 600) == {("sum", '{"s":"e"}')}  # b pushed at 15:20
+    assert missing([20, 21], 1200) == set()  # e's last point (2:40) is within 20 minutes
+    assert missing([1, 2], 600) == set()
+    assert missing([0], 600) == {
+        ("sum", '{"s":"a"}'),
+        ("sum", '{"s":"b"}'),
+        ("gauge", "{}"),
+        ("histogram", "{}"),
+        ("sum", '{"s":"e"}'),
+    }
