@@ -64,6 +64,7 @@ from exporters.delta.object_store import arrow_filesystem, is_local, store_path
 
 __all__ = [
     "BridgeStorage",
+    "Clustering",
     "ConnectorStorage",
     "DeltaLake",
     "LakeError",
@@ -84,6 +85,10 @@ PartitionFilter = tuple[str, Sequence[str]]
 """A partition column and the values to read."""
 RowFilter = tuple[str, Sequence[datetime]]
 """A timestamp column and the values whose rows a write replaces."""
+Clustering = tuple[str, int]
+"""A column and a number of rows: a write sorts each task's rows by the column (within their partition)
+and writes files of at most that many rows, so that each file holds a narrow range of the column
+(which ``within`` reads skip files by)."""
 TimeRange = tuple[str, datetime, datetime]
 """A timestamp column, from (inclusive) and until (exclusive): a read of the rows of the files that may
 hold rows in that range (by the statistics in the Delta log; data skipping). At least every row in
@@ -111,6 +116,7 @@ class _Batch:
     version: int
     replace: Sequence[Partition] | None
     replace_rows: RowFilter | None = None
+    max_file_rows: int | None = None
 
 
 @dataclass(frozen=True)
@@ -290,10 +296,12 @@ class DeltaLake:
         version: int,
         replace: Sequence[Partition] | None = None,
         replace_rows: RowFilter | None = None,
+        clustered: Clustering | None = None,
     ) -> bool:
         """Commit ``frame`` as batch ``version`` of ``app_id``: appended, or replacing every row of
         the ``replace`` partitions (which need not all have new rows), or every row whose
-        ``replace_rows`` column holds one of its timestamps (``frame`` holds only such rows). False,
+        ``replace_rows`` column holds one of its timestamps (``frame`` holds only such rows); written
+        ``clustered`` by a column, when given. False,
         writing nothing, if the table already has that batch. The table is created with ``schema``
         if it does not exist."""
         existing = self.table(uri)
@@ -304,7 +312,11 @@ class DeltaLake:
                 log.info("%s already has batch %d of %s: nothing to write", uri, version, app_id)
                 return False
         frame = frame.select(*(f"`{name}`" for name in schema.names))
-        batch = _Batch(schema, tuple(partition_by), app_id, version, replace, replace_rows)
+        max_file_rows = None
+        if clustered is not None:
+            column, max_file_rows = clustered
+            frame = frame.sortWithinPartitions(*partition_by, column)  # the write sorts by partition anyway
+        batch = _Batch(schema, tuple(partition_by), app_id, version, replace, replace_rows, max_file_rows)
         self.storage.commit(frame, uri, batch, existing)
         return True
 
@@ -364,6 +376,8 @@ class ConnectorStorage:
             .option("txnAppId", batch.app_id)
             .option("txnVersion", batch.version)
         )
+        if batch.max_file_rows is not None:
+            writer = writer.option("maxRecordsPerFile", batch.max_file_rows)
         if batch.replace is not None and existing is not None:
             writer = writer.mode("overwrite").option("replaceWhere", partition_predicate(batch.replace))
         elif batch.replace_rows is not None and existing is not None:
@@ -406,9 +420,10 @@ class BridgeStorage:
         staging = f"_staging-{uuid.uuid4().hex}"
         moved: list[str] = []
         try:
-            frame.write.mode("errorifexists").partitionBy(*batch.partition_by).parquet(
-                _spark_path(f"{uri.rstrip('/')}/{staging}")
-            )
+            writer = frame.write.mode("errorifexists").partitionBy(*batch.partition_by)
+            if batch.max_file_rows is not None:
+                writer = writer.option("maxRecordsPerFile", batch.max_file_rows)
+            writer.parquet(_spark_path(f"{uri.rstrip('/')}/{staging}"))
             files = self._stage(fs, root, staging, batch.partition_by, moved)
         except Exception:
             for path in moved:
@@ -459,13 +474,14 @@ class BridgeStorage:
         partition folders of the table at ``uri``; the files written (not committed yet)."""
         options = self.storage_options
         partition_by = batch.partition_by
+        max_rows = batch.max_file_rows
 
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             received = list(batches)
             if not received:
                 return
             fs, root = arrow_filesystem(uri, options)
-            files = _write_partitions(fs, root, pa.Table.from_batches(received), partition_by)
+            files = _write_partitions(fs, root, pa.Table.from_batches(received), partition_by, max_rows)
             yield pa.RecordBatch.from_pylist(
                 [
                     {
@@ -589,10 +605,10 @@ def _partition_folder(column: str, value: str | None) -> str:
 
 
 def _write_partitions(
-    fs: pafs.FileSystem, root: str, rows: pa.Table, partition_by: Sequence[str]
+    fs: pafs.FileSystem, root: str, rows: pa.Table, partition_by: Sequence[str], max_rows: int | None = None
 ) -> list[_WrittenFile]:
-    """``rows`` as one parquet file per partition under ``root`` (the partition columns in the
-    folder names only, as Delta keeps them)."""
+    """``rows`` as parquet files under ``root``, one per partition (or per ``max_rows`` of it, in
+    order), the partition columns in the folder names only, as Delta keeps them."""
     data = rows.drop_columns(list(partition_by))
     values = [rows.column(c).to_pylist() for c in partition_by]
     groups: dict[tuple[str | None, ...], list[int]] = {}
@@ -600,7 +616,11 @@ def _write_partitions(
         key = tuple(None if column[index] is None else str(column[index]) for column in values)
         groups.setdefault(key, []).append(index)
     written = []
-    for key, indexes in groups.items():
+    step = max_rows or max(rows.num_rows, 1)
+    chunks = [
+        (key, indexes[i : i + step]) for key, indexes in groups.items() for i in range(0, len(indexes), step)
+    ]
+    for key, indexes in chunks:
         partition = dict(zip(partition_by, key, strict=True))
         folders = [_partition_folder(c, v) for c, v in partition.items()]
         relative = "/".join([*folders, f"part-{uuid.uuid4().hex}.parquet"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
@@ -36,6 +37,10 @@ __all__ = ["DECODE_APP", "DecodeReport", "ShardReport", "run_decode"]
 
 log = logging.getLogger(__name__)
 
+SILVER_FILE_ROWS: Final = 100_000
+"""Silver is written sorted by ``time`` in files of at most this many rows, so that a file holds a few
+minutes of a big fleet's points even after a catch-up, and the rollup of a new minute skips the others
+(``DeltaLake.read(within=...)``)."""
 DECODE_APP = "telemetry-sink-decode"
 """``txn`` app id prefix: ``telemetry-sink-decode/<shard name>``."""
 
@@ -131,7 +136,13 @@ def _decode_range(
         before = lake.version(silver)
         points = decode(bronze).where(~failed).select(*METRIC_POINTS_SCHEMA.names)
         lake.write(
-            points, silver, schema=METRIC_POINTS_SCHEMA, partition_by=["date"], app_id=app_id, version=until
+            points,
+            silver,
+            schema=METRIC_POINTS_SCHEMA,
+            partition_by=["date"],
+            app_id=app_id,
+            version=until,
+            clustered=("time", SILVER_FILE_ROWS),
         )
         written = lake.read_added(silver, -1 if before is None else before, lake.version(silver) or 0)
         if written is not None:

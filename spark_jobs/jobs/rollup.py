@@ -93,9 +93,10 @@ log = logging.getLogger(__name__)
 ROLLUP_APP: Final = "telemetry-sink-rollup"
 _HOUR: Final = PARTITION_PATTERN["1m"]
 _MINUTE: Final = MINUTE_PATTERN
-SEED_WINDOW_S: Final = 900
-"""How far before the minutes being recomputed the 1-minute client rollup looks first for the previous
-points of their series: three of KIP-714's default 5-minute push intervals (``lookback_s`` if less)."""
+SEED_WINDOWS_S: Final = (120, 900)
+"""How far before the minutes being recomputed the 1-minute client rollup looks for the previous points
+of their series, in turn, before the whole lookback: two minutes (clients pushing every 30 s, say),
+then three of KIP-714's default 5-minute push intervals (``lookback_s`` if less)."""
 
 
 @dataclass
@@ -286,22 +287,20 @@ class _RollupRun:
 
     def client_minutes(self, version: int, minutes: list[str]) -> DataFrame:
         """The 1-minute client rows of these minutes, from their points and the previous points of
-        their series. Those are looked for first in the files that may hold points from
-        ``SEED_WINDOW_S`` before the minutes on (data skipping); only if a series has no point there
-        (a new series, or one that pushes less often), in every point of the lookback hours."""
+        their series. Those are looked for first in the files that may hold points from a short while
+        before the minutes on (``SEED_WINDOWS_S``, data skipping); only if a series has no point in
+        the longest of those (a new series, or one that pushes less often), in every point of the
+        lookback hours."""
         wanted = sorted({h for minute in minutes for h in _hours_before(minute[:13], self.lookback_s)})
         dates = ("date", sorted({h[:10] for h in wanted}))
-        window_s = min(SEED_WINDOW_S, self.lookback_s)
-        within = (
-            "time",
-            _bucket_start(minutes[0]) - timedelta(seconds=window_s),
-            _bucket_start(minutes[-1]) + timedelta(minutes=1),
-        )
-        recent = self.lake.read(self.uri(METRIC_POINTS), version, partitions=dates, within=within)
-        assert recent is not None  # it has a version
-        if unseeded(recent, minutes, window_s).isEmpty():
-            self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the {window_s} s before the minutes")
-            return client_minutes(recent, minutes, self.lookback_s)
+        until = _bucket_start(minutes[-1]) + timedelta(minutes=1)
+        for window_s in sorted({min(w, self.lookback_s) for w in SEED_WINDOWS_S}):
+            within = ("time", _bucket_start(minutes[0]) - timedelta(seconds=window_s), until)
+            recent = self.lake.read(self.uri(METRIC_POINTS), version, partitions=dates, within=within)
+            assert recent is not None  # it has a version
+            if unseeded(recent, minutes, window_s).isEmpty():
+                self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the {window_s} s before the minutes")
+                return client_minutes(recent, minutes, self.lookback_s)
         self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the lookback hours (new or sparse series)")
         points = self.read(METRIC_POINTS, version, dates)
         points = points.where(F.date_format("time", _HOUR).isin(wanted))

@@ -7,12 +7,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-from spark_jobs.lake import DeltaLake, LakeError, partition_predicate, row_predicate
+from spark_jobs.lake import DeltaLake, LakeError, _write_partitions, partition_predicate, row_predicate
 
 pytestmark = pytest.mark.spark
 
@@ -292,3 +294,50 @@ def test_a_read_within_a_time_range_skips_the_files_whose_statistics_rule_it_out
     assert ids(T + timedelta(microseconds=950), T + timedelta(hours=1)) == [0]
     assert ids(T + timedelta(milliseconds=2), T + timedelta(hours=1)) == []
     assert ids(T - timedelta(days=1), T + timedelta(days=1)) == [0, 1, 2]
+
+
+def test_a_clustered_write_sorts_each_partition_by_the_column_into_files_of_at_most_n_rows(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    ids = [7, 3, 9, 1, 5, 2, 8, 0, 6, 4]
+    data = pa.table(
+        {
+            "id": ids,
+            "name": [None] * 10,
+            "at": [T + timedelta(minutes=i) for i in ids],
+            "tags": [None] * 10,
+            "day": ["2026-11-22"] * 10,
+        },
+        schema=SCHEMA,
+    )
+    assert _write(lake, spark.createDataFrame(data).coalesce(1), uri, 0, clustered=("at", 3))
+    files = DeltaTable(uri).file_uris()
+    held = sorted(pq.read_table(f).column("id").to_pylist() for f in files)
+    assert held == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]  # sorted by time, three rows a file
+    assert _ids(uri) == {"2026-11-22": list(range(10))}
+
+
+def test_the_object_store_path_caps_its_files_at_the_clustered_rows_too(tmp_path: Path) -> None:
+    """What each task runs on an object store (``_write_partitions``), on a local file system: a
+    partition's rows, in the order given, in files of at most ``max_rows``."""
+    data = pa.table(
+        {
+            "id": list(range(7)),
+            "name": [None] * 7,
+            "at": [T] * 7,
+            "tags": [None] * 7,
+            "day": ["2026-11-22"] * 5 + ["2026-11-23"] * 2,
+        },
+        schema=SCHEMA,
+    )
+    written = _write_partitions(pafs.LocalFileSystem(), str(tmp_path), data, ["day"], 2)
+    held = sorted(
+        (f.partition["day"], pq.read_table(tmp_path / f.relative).column("id").to_pylist()) for f in written
+    )
+    assert held == [
+        ("2026-11-22", [0, 1]),
+        ("2026-11-22", [2, 3]),
+        ("2026-11-22", [4]),
+        ("2026-11-23", [5, 6]),
+    ]

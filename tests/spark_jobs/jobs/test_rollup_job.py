@@ -182,13 +182,27 @@ def test_a_new_minute_finds_previous_points_in_the_recent_files_unless_a_series_
         str(tmp_path),
     )
     run_rollup(lake, str(tmp_path), progress=said.append)
-    assert any("previous points from the 900 s before the minutes" in s for s in said), said
+    assert any("previous points from the 120 s before the minutes" in s for s in said), said
     _assert_matches_reference(tmp_path)
     said.clear()
     newcomer = kafka_pushes(clients=5, pushes=8, interval_ms=60_000)[4 * 8 + 7]  # client 4, minute 7
     land([p for p in pushes if p.context.received_ms >= START_MS + 7 * 60_000] + [newcomer], str(tmp_path))
     run_rollup(lake, str(tmp_path), progress=said.append)
     assert any("previous points from the lookback hours" in s for s in said), said
+    _assert_matches_reference(tmp_path)
+
+
+def test_clients_pushing_every_five_minutes_find_previous_points_in_the_longer_window(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    pushes = kafka_pushes(clients=2, pushes=4, interval_ms=300_000)
+    last = START_MS + 3 * 300_000
+    land([p for p in pushes if p.context.received_ms < last], str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    said: list[str] = []
+    land([p for p in pushes if p.context.received_ms >= last], str(tmp_path))
+    run_rollup(lake, str(tmp_path), progress=said.append)
+    assert any("previous points from the 900 s before the minutes" in s for s in said), said
     _assert_matches_reference(tmp_path)
 
 
