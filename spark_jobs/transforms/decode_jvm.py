@@ -1,8 +1,9 @@
 """The decode as a Spark frame, with the JVM decoder (``spark_jobs.jvm``) in front of the Python one.
 
 ``decoded(bronze, jvm=True)`` gives the rows of ``transforms.decode.decode_batches`` (``DECODED_SCHEMA``):
-each push that the JVM decoder answers for is decoded in Spark's JVM (``telemetry_otlp_points``, one
-array of point columns per push, exploded; the push's own columns are Spark's), and every other push
+each push that the JVM decoder answers for is decoded in Spark's JVM (``telemetry_otlp_points``: per
+push, what its points share once (resources, metric headers, attribute sets) and its points, which are
+exploded and look those up; the push's own columns are Spark's), and every other push
 goes to the Python decoder in ``mapInArrow``: the pushes over a text bound, without a payload, or that
 the JVM decoder leaves to it (``telemetry_otlp_decodable`` is false: a payload that does not parse, a
 point that breaks the data model, a payload big enough for the wire count, attribute values whose text
@@ -30,18 +31,29 @@ from spark_jobs.transforms.decode import (
 
 __all__ = ["FUNCTIONS", "decoded"]
 
-_POINT: Final = (
-    "resource_attributes map<string,string>, scope_name string, scope_version string, metric_name string, "
-    "metric_unit string, metric_description string, metric_kind string, temporality string, "
-    "is_monotonic boolean, attributes map<string,string>, attributes_key string, start_time bigint, "
-    "time bigint, date string, value double, count bigint, sum double, min double, max double, "
-    "explicit_bounds array<double>, bucket_counts array<bigint>, scale int, zero_count bigint, "
-    "zero_threshold double, positive_offset int, positive_bucket_counts array<bigint>, negative_offset int, "
-    "negative_bucket_counts array<bigint>, quantiles array<struct<quantile:double,value:double>>, flags int"
+_HEADER: Final = (
+    "scope_name string, scope_version string, metric_name string, metric_unit string, "
+    "metric_description string, metric_kind string, temporality string, is_monotonic boolean"
 )
-"""The point columns ``OtlpDecoder`` makes, in its order (times in microseconds)."""
+_POINT: Final = (
+    "resource int, header int, attribute_set int, start_time bigint, time bigint, date string, value double, "
+    "count bigint, sum double, min double, max double, explicit_bounds array<double>, "
+    "bucket_counts array<bigint>, scale int, zero_count bigint, zero_threshold double, positive_offset int, "
+    "positive_bucket_counts array<bigint>, negative_offset int, negative_bucket_counts array<bigint>, "
+    "quantiles array<struct<quantile:double,value:double>>, flags int"
+)
+_PUSH: Final = (
+    f"struct<resources:array<map<string,string>>, headers:array<struct<{_HEADER}>>, "
+    "attribute_sets:array<struct<attributes:map<string,string>,attributes_key:string>>, "
+    f"points:array<struct<{_POINT}>>>"
+)
+"""What ``OtlpDecoder`` makes of a push, in its order (times in microseconds): what its points share,
+once, and its points, which number their resource, metric header and attribute set."""
+_HEADER_NAMES: Final = tuple(part.split()[0] for part in _HEADER.split(", "))
+_SHARED: Final = {"resource": "resources", "header": "headers", "attribute_set": "attribute_sets"}
+"""A point's number of a shared part -> the array of the push that holds it."""
 FUNCTIONS: Final = {
-    "telemetry_otlp_points": ("telemetry.sink.OtlpPoints", f"array<struct<{_POINT}>>"),
+    "telemetry_otlp_points": ("telemetry.sink.OtlpPoints", _PUSH),
     "telemetry_otlp_decodable": ("telemetry.sink.OtlpDecodable", "boolean"),
 }
 """The JVM decoder's SQL functions: name -> (Java class, SQL return type), for ``spark_jobs.jvm.register``."""
@@ -65,19 +77,31 @@ def decoded(bronze: DataFrame, *, jvm: bool, bounds: PushBounds = PUSH_BOUNDS) -
         F.lit(2 * min(bounds.max_data_points, bounds.max_metric_fields)).cast("long"),
     ]
     taken = fits & F.call_function("telemetry_otlp_decodable", *arguments)
-    by_jvm = pushes.select(
-        *(name for name in BRONZE_COLUMNS if name != "payload"),
-        F.explode(F.when(fits, F.call_function("telemetry_otlp_points", *arguments))).alias("p"),
+    push = F.when(fits, F.call_function("telemetry_otlp_points", *arguments)).alias("push")
+    by_jvm = (
+        pushes.select(*(name for name in BRONZE_COLUMNS if name != "payload"), push)
+        .select("*", F.explode("push.points").alias("p"))
+        .select(
+            "*",
+            *(
+                F.col(f"push.{array}")[F.col(f"p.{number}")].alias(number)
+                for number, array in _SHARED.items()
+            ),
+        )
     )
     by_python = pushes.where(~F.coalesce(taken, F.lit(False))).mapInArrow(decode_batches, python_schema)
     return _in_schema(by_jvm).unionByName(by_python)
 
 
 def _in_schema(frame: DataFrame) -> DataFrame:
-    """The exploded JVM rows as ``DECODED_SCHEMA`` columns."""
+    """The exploded JVM rows (with their push's parts looked up) as ``DECODED_SCHEMA`` columns."""
     converted: dict[str, Column] = {
         "start_time": F.timestamp_micros("p.start_time"),
         "time": F.timestamp_micros("p.time"),
+        "resource_attributes": F.col("resource"),
+        "attributes": F.col("attribute_set.attributes"),
+        "attributes_key": F.col("attribute_set.attributes_key"),
+        **{name: F.col(f"header.{name}") for name in _HEADER_NAMES},
     }
     columns = []
     for field in DECODED_SCHEMA:

@@ -14,6 +14,7 @@ import io.opentelemetry.proto.metrics.v1.SummaryDataPoint;
 import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -51,11 +52,13 @@ public final class OtlpDecoder {
   private static final AskPython ASK_PYTHON = new AskPython();
 
   /**
-   * The push's rows (point columns only; empty for a push without points), or null when the Python
-   * decoder must decide. {@code rows} false checks only, and answers an empty list when it would
-   * give rows.
+   * The push's rows, or null when the Python decoder must decide: a struct of its resources'
+   * attributes, its metric headers, its attribute sets (with their keys) and its points, each point
+   * with the numbers of its resource, header and attribute set, so that what points share is made
+   * once per push. {@code rows} false checks only, and answers an empty struct when it would give
+   * rows.
    */
-  public static List<Row> decode(
+  public static Row decode(
       byte[] payload, long textBytes, long maxRepeatedBytes, long wireCountFrom, boolean rows) {
     if (payload == null || payload.length > wireCountFrom) {
       return null;
@@ -72,8 +75,13 @@ public final class OtlpDecoder {
     private final long payloadBytes;
     private final long maxRepeatedBytes;
     private final boolean rows;
-    private final List<Row> out = new ArrayList<>();
-    private final Map<List<KeyValue>, Object[]> attributeSets = new java.util.HashMap<>();
+    private final List<Map<String, String>> resources = new ArrayList<>();
+    private final List<Row> headers = new ArrayList<>();
+    private final List<Row> attributeSets = new ArrayList<>();
+    private final Map<List<KeyValue>, Integer> attributeSetNumbers = new HashMap<>();
+    private final List<Row> points = new ArrayList<>();
+    private long lastDay = Long.MIN_VALUE;
+    private String lastDate;
 
     Push(long textBytes, long payloadBytes, long maxRepeatedBytes, boolean rows) {
       this.textBytes = textBytes;
@@ -82,26 +90,31 @@ public final class OtlpDecoder {
       this.rows = rows;
     }
 
-    List<Row> decode(MetricsData data) throws AskPython {
-      long points = 0;
+    Row decode(MetricsData data) throws AskPython {
+      long count = 0;
       for (ResourceMetrics resourceMetrics : data.getResourceMetricsList()) {
         for (ScopeMetrics scopeMetrics : resourceMetrics.getScopeMetricsList()) {
           for (Metric metric : scopeMetrics.getMetricsList()) {
-            points += pointCount(metric);
+            count += pointCount(metric);
           }
         }
       }
       // the Python decoder counts the text repeated into the rows only past this: let it decide then
-      if (points > 0 && (textBytes + payloadBytes) > maxRepeatedBytes / points) {
+      if (count > 0 && (textBytes + payloadBytes) > maxRepeatedBytes / count) {
         throw ASK_PYTHON;
       }
       for (ResourceMetrics resourceMetrics : data.getResourceMetricsList()) {
-        Map<String, String> resource = attributes(resourceMetrics.getResource().getAttributesList());
+        int resource = resources.size();
+        resources.add(attributes(resourceMetrics.getResource().getAttributesList()));
         for (ScopeMetrics scopeMetrics : resourceMetrics.getScopeMetricsList()) {
           String scopeName = scopeMetrics.getScope().getName();
           String scopeVersion = scopeMetrics.getScope().getVersion();
           for (Metric metric : scopeMetrics.getMetricsList()) {
-            Header header = new Header(resource, scopeName, scopeVersion, metric);
+            if (pointCount(metric) == 0) {
+              continue;
+            }
+            Header header = new Header(resource, headers.size());
+            headers.add(Header.row(scopeName, scopeVersion, metric));
             switch (metric.getDataCase()) {
               case GAUGE:
                 numbers(header, metric.getGauge().getDataPointsList());
@@ -130,7 +143,7 @@ public final class OtlpDecoder {
           }
         }
       }
-      return out;
+      return RowFactory.create(resources, headers, attributeSets, points);
     }
 
     private static long pointCount(Metric metric) {
@@ -238,32 +251,30 @@ public final class OtlpDecoder {
       if (timeNanos <= 0 || startNanos < 0 || flags < 0) {
         throw ASK_PYTHON; // a zero time, times past 2^63 ns (2262), flags over INT32_MAX
       }
-      Object[] attributeSet = attributeSets.get(attributes);
+      Integer attributeSet = attributeSetNumbers.get(attributes);
       if (attributeSet == null) {
         Map<String, String> converted = attributes(attributes);
-        attributeSet = new Object[] {converted, CanonicalJson.of(converted)};
-        attributeSets.put(attributes, attributeSet);
+        attributeSet = attributeSets.size();
+        attributeSets.add(RowFactory.create(converted, CanonicalJson.of(converted)));
+        attributeSetNumbers.put(attributes, attributeSet);
       }
       if (!rows) {
         return;
       }
       long time = timeNanos / NANOS_PER_MICRO;
-      out.add(
+      long day = time / MICROS_PER_DAY;
+      if (day != lastDay) {
+        lastDay = day;
+        lastDate = LocalDate.ofEpochDay(day).toString();
+      }
+      points.add(
           RowFactory.create(
               header.resource,
-              header.scopeName,
-              header.scopeVersion,
-              header.name,
-              header.unit,
-              header.description,
-              header.kind,
-              header.temporality,
-              header.monotonic,
-              attributeSet[0],
-              attributeSet[1],
+              header.number,
+              attributeSet,
               startNanos == 0 ? null : startNanos / NANOS_PER_MICRO,
               time,
-              LocalDate.ofEpochDay(time / MICROS_PER_DAY).toString(),
+              lastDate,
               value,
               count,
               sum,
@@ -283,25 +294,21 @@ public final class OtlpDecoder {
     }
   }
 
-  /** What a point has from its resource, scope and metric. */
+  /** The numbers of a point's resource and metric header in its push. */
   private static final class Header {
-    final Map<String, String> resource;
-    final String scopeName;
-    final String scopeVersion;
-    final String name;
-    final String unit;
-    final String description;
-    final String kind;
-    final String temporality;
-    final Boolean monotonic;
+    final int resource;
+    final int number;
 
-    Header(Map<String, String> resource, String scopeName, String scopeVersion, Metric metric) {
+    Header(int resource, int number) {
       this.resource = resource;
-      this.scopeName = scopeName;
-      this.scopeVersion = scopeVersion;
-      this.name = metric.getName();
-      this.unit = metric.getUnit();
-      this.description = metric.getDescription();
+      this.number = number;
+    }
+
+    /** What a point has from its scope and metric. */
+    static Row row(String scopeName, String scopeVersion, Metric metric) {
+      String kind;
+      String temporality;
+      Boolean monotonic = null;
       switch (metric.getDataCase()) {
         case SUM:
           kind = "sum";
@@ -311,28 +318,32 @@ public final class OtlpDecoder {
         case HISTOGRAM:
           kind = "histogram";
           temporality = temporality(metric.getHistogram().getAggregationTemporalityValue());
-          monotonic = null;
           break;
         case EXPONENTIAL_HISTOGRAM:
           kind = "exponential_histogram";
           temporality = temporality(metric.getExponentialHistogram().getAggregationTemporalityValue());
-          monotonic = null;
           break;
         case GAUGE:
           kind = "gauge";
           temporality = null;
-          monotonic = null;
           break;
         case SUMMARY:
           kind = "summary";
           temporality = null;
-          monotonic = null;
           break;
         default:
           kind = null;
           temporality = null;
-          monotonic = null;
       }
+      return RowFactory.create(
+          scopeName,
+          scopeVersion,
+          metric.getName(),
+          metric.getUnit(),
+          metric.getDescription(),
+          kind,
+          temporality,
+          monotonic);
     }
 
     private static String temporality(int value) {
