@@ -75,6 +75,7 @@ from spark_jobs.transforms.activity import (
 from spark_jobs.transforms.rollup import (
     DEFAULT_LOOKBACK_S,
     MINUTE_PATTERN,
+    NUMBER_KINDS,
     PARTITION_OF,
     PARTITION_PATTERN,
     SERIES,
@@ -300,7 +301,9 @@ class _RollupRun:
             assert recent is not None  # it has a version
             if unseeded(recent, minutes, window_s).isEmpty():
                 self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the {window_s} s before the minutes")
-                return client_minutes(recent, minutes, self.lookback_s)
+                # a fleet that sends only sums and gauges: no plan for the histogram path at all
+                numbers_only = recent.where(~F.col("metric_kind").isin(*NUMBER_KINDS)).isEmpty()
+                return client_minutes(recent, minutes, self.lookback_s, numbers_only=numbers_only)
         self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the lookback hours (new or sparse series)")
         points = self.read(METRIC_POINTS, version, dates)
         points = points.where(F.date_format("time", _HOUR).isin(wanted))

@@ -503,12 +503,18 @@ def _merge_numbers(
 
 
 def _by_kind(
-    rows: DataFrame, rolled: Callable[[DataFrame, bool], DataFrame], names: Sequence[str]
+    rows: DataFrame,
+    rolled: Callable[[DataFrame, bool], DataFrame],
+    names: Sequence[str],
+    numbers_only: bool = False,
 ) -> DataFrame:
     """``rolled`` over the sums and gauges (numbers only) and over the other rows, united: a
-    librdkafka fleet sends only numbers, which then never meet the histogram machinery."""
+    librdkafka fleet sends only numbers, which then never meet the histogram machinery.
+    ``numbers_only``: the caller knows ``rows`` hold nothing else (no plan for the others at all)."""
     is_number = F.col("metric_kind").isin(*NUMBER_KINDS)
     numbers = rolled(rows.where(is_number), True).select(*names)
+    if numbers_only:
+        return numbers
     others = rolled(rows.where(~is_number), False).select(*names)
     return numbers.unionByName(others)
 
@@ -578,12 +584,17 @@ def unseeded(points: DataFrame, minutes: Sequence[str], window_s: int) -> DataFr
 
 
 def client_minutes(
-    points: DataFrame, minutes: Sequence[str], lookback_s: int = DEFAULT_LOOKBACK_S
+    points: DataFrame,
+    minutes: Sequence[str],
+    lookback_s: int = DEFAULT_LOOKBACK_S,
+    *,
+    numbers_only: bool = False,
 ) -> DataFrame:
     """Silver points -> the 1-minute client rows of ``minutes`` (sorted ``YYYY-MM-DDTHH:MM`` keys, UTC).
     ``points`` must hold the points within ``lookback_s`` before them, which only give their deltas a
     start: of those, only the last one of each series before each run of consecutive minutes is
-    normalized (``_with_previous``). Numbers and the rest each normalized and merged on their own path."""
+    normalized (``_with_previous``). Numbers and the rest each normalized and merged on their own path;
+    ``numbers_only``: ``points`` are sums and gauges only (``NUMBER_KINDS``), so there is no other path."""
     minute = F.date_format("time", MINUTE_PATTERN)
     keep = minute.isin(list(minutes))
     points = _with_previous(points, keep, _runs(minute, minutes))
@@ -604,6 +615,7 @@ def client_minutes(
             )
         ),
         rollup_schema("client", "1m").names,
+        numbers_only,
     )
 
 

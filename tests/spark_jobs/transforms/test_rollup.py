@@ -68,10 +68,23 @@ def key(row: dict[str, Any]) -> tuple[Any, ...]:
 def test_client_minutes_of_some_minutes_are_the_rows_computed_from_every_point(
     spark: SparkSession, minutes: list[int]
 ) -> None:
-    points = series_points()
+    assert_minutes_match_the_reference(spark, series_points(), minutes)
+
+
+def test_client_minutes_of_numbers_only_match_the_reference_without_the_histogram_path(
+    spark: SparkSession,
+) -> None:
+    points = [p for p in series_points() if p["metric_kind"] in ("sum", "gauge")]
+    assert_minutes_match_the_reference(spark, points, [7, 13, 14, 21, 22, 23], numbers_only=True)
+
+
+def assert_minutes_match_the_reference(
+    spark: SparkSession, points: list[dict[str, Any]], minutes: list[int], *, numbers_only: bool = False
+) -> None:
     keys = [at(m * 60).strftime("%Y-%m-%dT%H:%M") for m in minutes]
     frame = spark.createDataFrame(pa.Table.from_pylist(points, METRIC_POINTS_SCHEMA))
-    actual = {key(r): r for r in client_minutes(frame, keys, LOOKBACK_S).toArrow().to_pylist()}
+    rolled = client_minutes(frame, keys, LOOKBACK_S, numbers_only=numbers_only)
+    actual = {key(r): r for r in rolled.toArrow().to_pylist()}
     wanted = {at(m * 60) for m in minutes}
     expected = {key(r): r for r in client_rows(points, "1m", LOOKBACK_S) if r["bucket_start"] in wanted}
     assert actual.keys() == expected.keys()
