@@ -47,7 +47,7 @@ from typing import Final, Literal
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from spark_jobs.jobs.decode import DecodeReport, run_decode
@@ -78,11 +78,11 @@ from spark_jobs.transforms.rollup import (
     NUMBER_KINDS,
     PARTITION_OF,
     PARTITION_PATTERN,
-    SERIES,
     Width,
     client_minutes,
     client_rollup,
     entity_rollup,
+    following_minutes,
     rollup_schema,
     unseeded,
 )
@@ -257,9 +257,9 @@ class _RollupRun:
 
     def minutes_of_points(self, added: DataFrame) -> list[str]:
         """A point changes its own minute, and the minute of the next point of its series (whose
-        delta starts from it) if that comes within ``lookback_s``. The next points are looked for
-        among the points from the earliest added one on (for points that arrive in order: only the
-        added ones), for every point in the added points' minutes (a few more than needed at most)."""
+        delta starts from it) if that comes within ``lookback_s`` (``following_minutes``, over the
+        points from the earliest added minute on: for points that arrive in order, only the added
+        ones)."""
         own = _distinct(added.select(F.date_format("time", _MINUTE).alias("m")), "m")
         if not own:
             return []
@@ -276,26 +276,22 @@ class _RollupRun:
         )
         assert points is not None  # the added points are in it
         later = points.where(F.date_format("time", _HOUR).isin(hours) & (F.col("time") >= F.lit(earliest)))
-        following = (
-            Window.partitionBy(*SERIES)
-            .orderBy(F.unix_micros("time"))
-            .rangeBetween(1, self.lookback_s * 1_000_000)
-        )
-        nexts = later.select("time", F.min("time").over(following).alias("next")).where(
-            F.date_format("time", _MINUTE).isin(own) & F.col("next").isNotNull()
-        )
-        return sorted(set(own) | set(_distinct(nexts.select(F.date_format("next", _MINUTE).alias("m")), "m")))
+        return sorted(set(own) | set(_distinct(following_minutes(later, own, self.lookback_s), "minute")))
 
     def client_minutes(self, version: int, minutes: list[str]) -> DataFrame:
         """The 1-minute client rows of these minutes, from their points and the previous points of
         their series. Those are looked for first in the files that may hold points from a short while
         before the minutes on (``SEED_WINDOWS_S``, data skipping); only if a series has no point in
-        the longest of those (a new series, or one that pushes less often), in every point of the
-        lookback hours."""
+        the longest of those (a new series, or one that pushes less often), or the minutes span more
+        than it (a catch-up), in every point of the lookback hours."""
         wanted = sorted({h for minute in minutes for h in _hours_before(minute[:13], self.lookback_s)})
         dates = ("date", sorted({h[:10] for h in wanted}))
         until = _bucket_start(minutes[-1]) + timedelta(minutes=1)
-        for window_s in sorted({min(w, self.lookback_s) for w in SEED_WINDOWS_S}):
+        # minutes spanning more than the longest window (a catch-up) read about everything anyway
+        windows = sorted({min(w, self.lookback_s) for w in SEED_WINDOWS_S})
+        if until - _bucket_start(minutes[0]) > timedelta(seconds=windows[-1]):
+            windows = []
+        for window_s in windows:
             within = ("time", _bucket_start(minutes[0]) - timedelta(seconds=window_s), until)
             recent = self.lake.read(self.uri(METRIC_POINTS), version, partitions=dates, within=within)
             assert recent is not None  # it has a version

@@ -57,6 +57,7 @@ __all__ = [
     "client_minutes",
     "client_rollup",
     "entity_rollup",
+    "following_minutes",
     "normalize",
     "partition",
     "rollup_schema",
@@ -561,6 +562,40 @@ def _runs(minute: Column, minutes: Sequence[str]) -> Column:
     return run
 
 
+def _own_run(minute: Column, minutes: Sequence[str]) -> Column:
+    """For a point, the first minute of the last run of consecutive ``minutes`` (sorted keys) that
+    starts at or before its minute (the run it is in, or the run it comes after); null before the
+    first run."""
+    starts = _run_starts(minutes)
+    run = F.when(minute >= starts[-1], starts[-1])
+    for start in reversed(starts[:-1]):
+        run = run.when(minute >= start, start)
+    return run
+
+
+def following_minutes(points: DataFrame, minutes: Sequence[str], lookback_s: int) -> DataFrame:
+    """The minutes (column ``minute``) outside ``minutes`` whose rows change when the points of
+    ``minutes`` (sorted keys) change: per series and run of consecutive minutes, the minute of the
+    first point after the run if it comes within ``lookback_s`` of the series' last point in the run
+    (its delta starts from that point). A point's next point inside a run is in ``minutes`` already.
+    Two aggregates per series, no window: ``points`` should hold the points from the first minute
+    on, to ``lookback_s`` past the last."""
+    minute = F.date_format("time", MINUTE_PATTERN)
+    keep = minute.isin(list(minutes))
+    time = F.col("time")
+    ends = (
+        points.select(*SERIES, "time", keep.alias("_kept"), _own_run(minute, minutes).alias("_run"))
+        .where(F.col("_run").isNotNull())
+        .groupBy(*SERIES, "_run")
+        .agg(
+            F.max(F.when(F.col("_kept"), time)).alias("_last_in"),
+            F.min(F.when(~F.col("_kept"), time)).alias("_first_after"),
+        )
+    )
+    within = F.col("_first_after") <= F.col("_last_in") + F.expr(f"INTERVAL {int(lookback_s)} SECONDS")
+    return ends.where(within).select(F.date_format("_first_after", MINUTE_PATTERN).alias("minute"))
+
+
 def unseeded(points: DataFrame, minutes: Sequence[str], window_s: int) -> DataFrame:
     """The (series, run) pairs of the points in ``minutes`` (sorted keys) whose series has no point
     among ``points`` within ``window_s`` before its run of consecutive minutes: the previous point of
@@ -569,11 +604,7 @@ def unseeded(points: DataFrame, minutes: Sequence[str], window_s: int) -> DataFr
     whole lookback would (the previous points of a run's kept points are the last before it)."""
     minute = F.date_format("time", MINUTE_PATTERN)
     keep = minute.isin(list(minutes))
-    starts = _run_starts(minutes)
-    own_run = F.when(minute >= starts[-1], starts[-1])
-    for start in reversed(starts[:-1]):
-        own_run = own_run.when(minute >= start, start)
-    kept = points.where(keep).select(*SERIES, own_run.alias("_run"))
+    kept = points.where(keep).select(*SERIES, _own_run(minute, minutes).alias("_run"))
     since = F.to_timestamp("_run", MINUTE_PATTERN) - F.expr(f"INTERVAL {int(window_s)} SECONDS")
     before = (
         points.where(~keep)

@@ -5,6 +5,8 @@ computed from every point, whatever runs the minutes make."""
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs.tables import METRIC_POINTS_SCHEMA
-from spark_jobs.transforms.rollup import CLIENT_KEYS, client_minutes, unseeded
+from spark_jobs.transforms.rollup import CLIENT_KEYS, SERIES, client_minutes, following_minutes, unseeded
 from tests.spark_jobs.transforms.test_rollup_reference import at, cumulative_sum, histogram, point
 from tests.support.rollup_reference import client_rows
 
@@ -120,3 +122,26 @@ def test_unseeded_names_the_series_without_a_point_within_the_window_before_thei
         ("histogram", "{}"),
         ("sum", '{"s":"e"}'),
     }
+
+
+@pytest.mark.parametrize(
+    "minutes", [[3, 4], [7, 13, 14, 21, 22, 23], [5, 10, 15, 20, 25], [2], [29], list(range(30))]
+)
+def test_following_minutes_are_the_minutes_of_each_kept_points_next_point_within_the_lookback(
+    spark: SparkSession, minutes: list[int]
+) -> None:
+    points = series_points()
+    keys = [at(m * 60).strftime("%Y-%m-%dT%H:%M") for m in minutes]
+    series: dict[tuple[Any, ...], list[datetime]] = {}
+    for p in points:
+        series.setdefault(tuple(p[k] for k in SERIES), []).append(p["time"])
+    expected = set()
+    for times in series.values():
+        times.sort()
+        for this, after in pairwise(times):
+            inside = this.strftime("%Y-%m-%dT%H:%M") in keys
+            if inside and after - this <= timedelta(seconds=LOOKBACK_S):
+                expected.add(after.strftime("%Y-%m-%dT%H:%M"))
+    frame = spark.createDataFrame(pa.Table.from_pylist(points, METRIC_POINTS_SCHEMA))
+    found = {r.minute for r in following_minutes(frame, keys, LOOKBACK_S).collect()}
+    assert found == expected - set(keys)
