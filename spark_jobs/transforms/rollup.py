@@ -485,7 +485,11 @@ def _merge_numbers(
 ) -> DataFrame:
     if time_column is not None:  # None: the rows carry their bucket already (``_normalize_numbers``)
         rows = rows.withColumn("bucket_start", bucket(time_column, width))
-    order = F.struct("last_time", "client_instance_id", "attributes_key")
+    # within one series the tie-breakers of "latest" are the same on every row: time alone orders
+    series_rows = {"client_instance_id", "attributes_key"} <= set(keys)
+    order = (
+        F.col("last_time") if series_rows else F.struct("last_time", "client_instance_id", "attributes_key")
+    )
     # a number row has no bounds: grouping by the others, series first and bucket last, reuses the
     # order of the window that normalized them (no sort)
     group = [*(k for k in keys if k != "explicit_bounds"), "bucket_start"]
