@@ -47,8 +47,9 @@ from typing import Final, Literal
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from spark_jobs.jobs.decode import DecodeReport, run_decode
 from spark_jobs.lake import DeltaLake, PartitionFilter
@@ -58,6 +59,7 @@ from spark_jobs.tables import (
     METRIC_POINTS,
     QUARANTINE,
     ROLLUP_CLIENT_1H,
+    ROLLUP_CLIENT_1H_PREFIX,
     ROLLUP_CLIENT_1M,
     ROLLUP_ENTITY_1H,
     ROLLUP_ENTITY_1M,
@@ -98,6 +100,14 @@ SEED_WINDOWS_S: Final = (120, 900)
 """How far before the minutes being recomputed the 1-minute client rollup looks for the previous points
 of their series, in turn, before the whole lookback: two minutes (clients pushing every 30 s, say),
 then three of KIP-714's default 5-minute push intervals (``lookback_s`` if less)."""
+OPEN_MINUTES: Final = 2
+"""An hour's prefix (``ROLLUP_CLIENT_1H_PREFIX``) ends this many minutes before the newest minute a
+run wrote to ``rollup_client_1m`` in the hour: the next run rewrites the minute this one left half
+full (and the rows written beside it), and the prefix leaves a minute of slack for late points."""
+PREFIX_SCHEMA: Final = rollup_schema("client", "1h").append(
+    pa.field("through", pa.timestamp("us", tz="UTC"), nullable=False)
+)
+_PREFIX_APP: Final = f"{ROLLUP_APP}/{ROLLUP_CLIENT_1H_PREFIX}"
 
 
 @dataclass
@@ -204,6 +214,15 @@ def _hours_of(column: str) -> Callable[[DataFrame], list[str]]:
     return lambda added: _distinct(added.select(F.date_format(column, _HOUR).alias("h")), "h")
 
 
+def _by_hour(hour: Column, values: Mapping[str, str]) -> Column:
+    """The text of ``values`` for the hour key (``YYYY-MM-DDTHH``) in ``hour``; null for other hours.
+    Text, not timestamps: a timestamp literal is compiled into Spark's generated code."""
+    column: Column | None = None
+    for key, value in values.items():
+        column = F.when(hour == key, value) if column is None else column.when(hour == key, value)
+    return F.lit(None).cast("string") if column is None else column
+
+
 def _minutes_of(column: str) -> Callable[[DataFrame], list[str]]:
     """The minutes of ``column`` in the added rows."""
     return lambda added: _distinct(added.select(F.date_format(column, _MINUTE).alias("m")), "m")
@@ -229,6 +248,11 @@ class _RollupRun:
     since: datetime | None
     progress: Callable[[str], None]
     report: RollupReport
+    changed: dict[str, list[str]] = field(default_factory=dict)
+    """By hour, the minutes of the rows ``rollup_client_1m`` gained since ``rollup_client_1h`` caught up."""
+    next_prefixes: tuple[int, DataFrame | None] | None = None
+    """The hour prefixes to write once ``rollup_client_1h`` is committed: (the version of
+    ``rollup_client_1m`` they are of, their rows or None for none)."""
 
     def uri(self, table: str) -> str:
         return table_uri(self.data_root, table)
@@ -306,10 +330,128 @@ class _RollupRun:
         return client_minutes(points, minutes, self.lookback_s)
 
     def client_rows_of_minutes(self, version: int, minutes: list[str]) -> DataFrame:
-        """The 1-minute client rows of these minutes."""
+        """The 1-minute client rows of these minutes (from the files that may hold them)."""
         hours = ("bucket_hour", sorted({m[:13] for m in minutes}))
-        return self.read(ROLLUP_CLIENT_1M, version, hours).where(
-            F.date_format("bucket_start", _MINUTE).isin(minutes)
+        within = (
+            "bucket_start",
+            _bucket_start(minutes[0]),
+            _bucket_start(minutes[-1]) + timedelta(minutes=1),
+        )
+        rows = self.lake.read(self.uri(ROLLUP_CLIENT_1M), version, partitions=hours, within=within)
+        assert rows is not None  # it has a version
+        return rows.where(F.date_format("bucket_start", _MINUTE).isin(minutes))
+
+    def hours_of_client_minutes(self, added: DataFrame) -> list[str]:
+        """The hours the 1-minute client rows added fall in (their minutes kept in ``changed``)."""
+        self.changed = {}
+        for minute in _minutes_of("bucket_start")(added):
+            self.changed.setdefault(minute[:13], []).append(minute)
+        return sorted(self.changed)
+
+    def valid_prefixes(self, hours: list[str]) -> tuple[dict[str, str], int | None]:
+        """The hours whose prefix can stand for their minutes before its ``through`` (hour ->
+        ``through`` as a minute key), and the prefix table's version. A prefix is valid when the
+        prefix table was written by the run that brought ``rollup_client_1h`` to the version of
+        ``rollup_client_1m`` it is at now (their ``txn``s agree), and no row added to the 1-minute
+        table since falls in one of its minutes."""
+        table = self.lake.table(self.uri(ROLLUP_CLIENT_1H_PREFIX))
+        if table is None:
+            return {}, None
+        done = self.lake.txn_version(self.uri(ROLLUP_CLIENT_1H), f"{ROLLUP_APP}/{ROLLUP_CLIENT_1H}")
+        if table.transaction_version(_PREFIX_APP) != done:
+            return {}, None
+        pairs = table.to_pyarrow_table(columns=["bucket_start", "through"]).group_by(
+            ["bucket_start", "through"]
+        )
+        throughs: dict[str, set[str]] = {}
+        for row in pairs.aggregate([]).to_pylist():
+            throughs.setdefault(_hour_text(row["bucket_start"]), set()).add(
+                row["through"].strftime("%Y-%m-%dT%H:%M")
+            )
+        valid = {
+            hour: through
+            for hour, (through,) in ((h, tuple(t)) for h, t in throughs.items() if len(t) == 1)
+            if hour in hours and hour in self.changed and self.changed[hour][0] >= through
+        }
+        return valid, table.version()
+
+    def client_hours_of_minutes(self, version: int, hours: list[str]) -> DataFrame:
+        """The 1-hour client rows of these hours, from their 1-minute rows: for an hour with a valid
+        prefix (``valid_prefixes``), the prefix and the 1-minute rows from its ``through`` on (read
+        from the files that may hold them), else every 1-minute row of the hour. Prepares the next
+        prefixes too (``next_prefixes``)."""
+        done = self.lake.txn_version(self.uri(ROLLUP_CLIENT_1H), f"{ROLLUP_APP}/{ROLLUP_CLIENT_1H}")
+        prefixes, prefix_version = self.valid_prefixes(hours)
+        hour, minute = F.date_format("bucket_start", _HOUR), F.date_format("bucket_start", _MINUTE)
+        low = min(prefixes.get(h, f"{h}:00") for h in hours)
+        within = ("bucket_start", _bucket_start(low), _bucket_start(hours[-1]) + timedelta(hours=1))
+        rows = self.lake.read(
+            self.uri(ROLLUP_CLIENT_1M), version, partitions=("bucket_hour", hours), within=within
+        )
+        assert rows is not None  # it has a version
+        columns = [name for name in rollup_schema("client", "1m").names if name != PARTITION_OF["1m"]]
+        rows = rows.select(*columns)
+        for h in hours:
+            how = (
+                f"its prefix before {prefixes[h][11:]} and the minutes after"
+                if h in prefixes
+                else "every minute"
+            )
+            self.progress(f"{ROLLUP_CLIENT_1H}: {h} from {how}")
+        if prefixes:
+            rows = rows.where(F.coalesce(minute >= _by_hour(hour, prefixes), F.lit(True)))
+            closed = self.lake.read(self.uri(ROLLUP_CLIENT_1H_PREFIX), prefix_version)
+            assert closed is not None  # it was there
+            rows = closed.where(hour.isin(list(prefixes))).select(*columns).unionByName(rows)
+        if version > done:  # not a forced recompute alone: this run's prefixes follow the new rows
+            ends = self.prefix_ends(hours, prefixes)
+            closed_rows = rows.where(hour.isin(list(ends)) & (minute < _by_hour(hour, ends)))
+            through = F.to_timestamp(_by_hour(hour, ends), "yyyy-MM-dd'T'HH:mm").alias("through")
+            prefix_rows = client_rollup(closed_rows, "1h").select("*", through) if ends else None
+            self.next_prefixes = (version, prefix_rows)
+        return client_rollup(rows, "1h")
+
+    def prefix_ends(self, hours: list[str], prefixes: Mapping[str, str]) -> dict[str, str]:
+        """Where each hour's next prefix ends: ``OPEN_MINUTES`` before the newest minute written in it,
+        and not before its current prefix's end (which it extends); hours whose prefix would be empty
+        have none."""
+        ends = {}
+        for h in hours:
+            if h not in self.changed:
+                continue
+            end = (_bucket_start(self.changed[h][-1]) - timedelta(minutes=OPEN_MINUTES)).strftime(
+                "%Y-%m-%dT%H:%M"
+            )
+            end = max(end, prefixes.get(h, end))
+            if end > f"{h}:00" and end.startswith(h):
+                ends[h] = end
+        return ends
+
+    def write_prefixes(self) -> None:
+        """Replace the prefix table with the prefixes ``client_hours_of_minutes`` prepared, as of the
+        1-minute table's version it read (its ``txn``), once ``rollup_client_1h`` has that version."""
+        if self.next_prefixes is None:
+            return
+        version, rows = self.next_prefixes
+        self.next_prefixes = None
+        uri = self.uri(ROLLUP_CLIENT_1H_PREFIX)
+        table = self.lake.table(uri)
+        held = [] if table is None else [p[PARTITION_OF["1h"]] for p in table.partitions()]
+        if rows is None and not held:
+            return  # nothing to write or to remove: the prefix table stays behind, and is not used
+        if rows is None:
+            rows = self.lake.spark.createDataFrame(
+                [], from_arrow_schema(PREFIX_SCHEMA, prefer_timestamp_ntz=False)
+            )
+        dates = sorted({*held, *(h[:10] for h in self.changed)})
+        self.lake.write(
+            rows,
+            uri,
+            schema=PREFIX_SCHEMA,
+            partition_by=[PARTITION_OF["1h"]],
+            app_id=_PREFIX_APP,
+            version=version,
+            replace=[{PARTITION_OF["1h"]: d} for d in dates],
         )
 
     def client_hours(self, version: int, hours: list[str]) -> DataFrame:
@@ -355,10 +497,8 @@ class _RollupRun:
                     ROLLUP_CLIENT_1H,
                     rollup_schema("client", "1h"),
                     "1h",
-                    lambda added: _distinct(added, "bucket_hour"),
-                    lambda v, hours: client_rollup(
-                        self.read(ROLLUP_CLIENT_1M, v, ("bucket_hour", hours)), "1h"
-                    ),
+                    self.hours_of_client_minutes,
+                    self.client_hours_of_minutes,
                     by="hour",
                 ),
                 ROLLUP_CLIENT_1M,
@@ -403,6 +543,7 @@ class _RollupRun:
         refresh(client_1m, points)
         beside = pool.submit(inheritable_thread_target(self.lake.spark)(refresh), entity_1m, minutes)
         refresh(client_1h, minutes)
+        self.write_prefixes()
         refresh(entity_1h, hours)
         beside.result()
 

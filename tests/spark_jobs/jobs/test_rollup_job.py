@@ -261,3 +261,59 @@ def test_since_recomputes_every_bucket_from_then_on_without_moving_the_watermark
     assert {t.table for t in report.tables} == {*ROLLUP_TABLES, *ACTIVITY_TABLES}
     assert DeltaTable(str(tmp_path / "rollup_client_1m")).transaction_version(app) == watermark
     _assert_matches_reference(tmp_path)
+
+
+def _minute_of(pushes: list[TelemetryPush], k: int) -> list[TelemetryPush]:
+    """The pushes received in the ``k``-th minute from START_MS."""
+    low = START_MS + k * 60_000
+    return [p for p in pushes if low <= p.context.received_ms < low + 60_000]
+
+
+def test_an_hour_in_progress_merges_its_prefix_of_closed_minutes_with_the_open_ones(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    """Clients pushing every minute, rolled up minute by minute: once an hour has minutes before the
+    open ones, its 1-hour rows come from the prefix the last run left and the minutes after it, and
+    equal the reference; a late point in a closed minute recomputes the whole hour."""
+    pushes = kafka_pushes(clients=4, pushes=6, interval_ms=60_000)
+    late = pushes.pop(3 * 6 + 1)  # client 3's push of minute 1
+    said: list[str] = []
+    for k in range(6):
+        said.clear()
+        land(_minute_of(pushes, k), str(tmp_path))
+        run_rollup(lake, str(tmp_path), progress=said.append)
+    assert "rollup_client_1h: 2026-11-21T22 from its prefix before 22:28 and the minutes after" in said, said
+    assert DeltaTable(str(tmp_path / "rollup_client_1h_prefix")).version() > 0
+    _assert_matches_reference(tmp_path)
+    said.clear()
+    land([late], str(tmp_path))
+    run_rollup(lake, str(tmp_path), progress=said.append)
+    assert "rollup_client_1h: 2026-11-21T22 from every minute" in said, said
+    _assert_matches_reference(tmp_path)
+
+
+def test_a_crash_before_the_prefix_is_written_recomputes_the_hour_from_every_minute(
+    lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pushes = kafka_pushes(clients=2, pushes=7, interval_ms=60_000)
+    for k in range(5):
+        land(_minute_of(pushes, k), str(tmp_path))
+        run_rollup(lake, str(tmp_path))
+    write = DeltaLake.write
+
+    def crash_on_prefix(self: DeltaLake, frame: Any, uri: str, **kwargs: Any) -> bool:
+        if uri.endswith("rollup_client_1h_prefix"):
+            raise OSError("the job died here")
+        return write(self, frame, uri, **kwargs)
+
+    land(_minute_of(pushes, 5), str(tmp_path))
+    monkeypatch.setattr(DeltaLake, "write", crash_on_prefix)
+    with pytest.raises(OSError, match="died"):
+        run_rollup(lake, str(tmp_path))
+    monkeypatch.undo()
+    said: list[str] = []
+    land(_minute_of(pushes, 6), str(tmp_path))
+    run_rollup(lake, str(tmp_path), progress=said.append)
+    # the 1-hour table moved on without the prefix: the prefix left before is not used
+    assert "rollup_client_1h: 2026-11-21T22 from every minute" in said, said
+    _assert_matches_reference(tmp_path)
