@@ -221,6 +221,29 @@ class DeltaLake:
             start = boundary
         return sorted(added)
 
+    def added_actions(self, uri: str, after: int, until: int) -> list[dict[str, Any]] | None:
+        """The add actions, with their statistics (flattened: ``num_records``, ``min.<column>``, ...),
+        of the files that commits ``after + 1 .. until`` added (``added_files``); None when one of
+        them is no longer in the table at ``until`` (compacted since)."""
+        files = {f.rsplit("/", 1)[-1] for f in self.added_files(uri, after, until)}
+        table = self.table(uri, until)
+        if not files or table is None:
+            return []
+        actions = [
+            action
+            for action in pa.table(table.get_add_actions(flatten=True)).to_pylist()
+            if unquote(action["path"]).rsplit("/", 1)[-1] in files
+        ]
+        return actions if len(actions) == len(files) else None
+
+    def added_rows(self, uri: str, after: int, until: int) -> int | None:
+        """How many rows the files that commits ``after + 1 .. until`` added hold, by their
+        statistics in the Delta log; None when the log cannot tell."""
+        actions = self.added_actions(uri, after, until)
+        if actions is None or any(a.get("num_records") is None for a in actions):
+            return None
+        return sum(int(a["num_records"]) for a in actions)
+
     def _files(self, uri: str, version: int) -> list[str]:
         table = self.table(uri, version)
         return [] if table is None else table.file_uris()
@@ -243,6 +266,19 @@ class DeltaLake:
         and only the files that may hold rows ``within`` a time range, when given), or None if there
         is none."""
         return self.storage.read(uri, version, partitions, within)
+
+    def all_null(self, uri: str, column: str, within: TimeRange) -> bool:
+        """Whether the Delta log's statistics say that ``column`` is null in every row of the table's
+        files that may hold rows ``within`` a time range (False where a file has no null count):
+        a question about the rows answered without reading them."""
+        table = self.table(uri)
+        if table is None:
+            return True
+        return all(
+            action.get(f"null_count.{column}") is not None
+            and action.get(f"null_count.{column}") == action.get("num_records")
+            for action in _actions_within(table, within)
+        )
 
     def read_added(self, uri: str, after: int, until: int) -> DataFrame | None:
         """The rows that commits ``after + 1 .. until`` added (``added_files``); None if no table."""
@@ -587,16 +623,22 @@ _WRITTEN_FILES: Final = pa.schema(
 )
 
 
-def _files_within(table: DeltaTable, within: TimeRange) -> set[str]:
-    """The names of the table's files whose statistics may hold a row ``within`` the range (or that
-    have no statistics)."""
+def _actions_within(table: DeltaTable, within: TimeRange) -> list[dict[str, Any]]:
+    """The add actions (flattened, with their statistics) of the table's files whose statistics may
+    hold a row ``within`` the range (or that have no statistics)."""
     column, low, high = within
-    names = set()
+    actions = []
     for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
         smallest, largest = action.get(f"min.{column}"), action.get(f"max.{column}")
         if smallest is None or largest is None or (smallest < high and largest + _STATS_PRECISION >= low):
-            names.add(unquote(action["path"]).rsplit("/", 1)[-1])
-    return names
+            actions.append(action)
+    return actions
+
+
+def _files_within(table: DeltaTable, within: TimeRange) -> set[str]:
+    """The names of the table's files whose statistics may hold a row ``within`` the range (or that
+    have no statistics)."""
+    return {unquote(action["path"]).rsplit("/", 1)[-1] for action in _actions_within(table, within)}
 
 
 def _partition_folder(column: str, value: str | None) -> str:

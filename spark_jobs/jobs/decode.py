@@ -144,19 +144,26 @@ def _decode_range(
             version=until,
             clustered=("time", SILVER_FILE_ROWS),
         )
-        written = lake.read_added(silver, -1 if before is None else before, lake.version(silver) or 0)
+        after_write = (-1 if before is None else before, lake.version(silver) or 0)
+        written = lake.read_added(silver, *after_write)
         if written is not None:
-            report.points = written.count()  # from the parquet footers
+            counted = lake.added_rows(silver, *after_write)  # from the Delta log, else the footers
+            report.points = written.count() if counted is None else counted
             # ...and only the pushes that gave no point (quarantined, or empty) are decoded again
             suspects = bronze.join(written.select("push_id").distinct(), "push_id", "left_anti")
     if quarantine in targets:
         bad = decode(suspects).where(failed).withColumnRenamed("quarantine_reason", "reason")
-        bad = bad.select(*QUARANTINE_SCHEMA.names).cache()  # small: a few pushes, counted and written
-        report.quarantined = bad.count()
-        lake.write(
+        bad = bad.select(*QUARANTINE_SCHEMA.names)
+        before = lake.version(quarantine)
+        if lake.write(
             bad, quarantine, schema=QUARANTINE_SCHEMA, partition_by=["date"], app_id=app_id, version=until
-        )
-        bad.unpersist()
+        ):  # counted from the Delta log, else read back
+            after_write = (-1 if before is None else before, lake.version(quarantine) or 0)
+            counted = lake.added_rows(quarantine, *after_write)
+            if counted is None:
+                added = lake.read_added(quarantine, *after_write)
+                counted = 0 if added is None else added.count()
+            report.quarantined = counted
     if report.quarantined:
         log.warning("%s: %d pushes quarantined (see %s)", shard, report.quarantined, quarantine)
     return report

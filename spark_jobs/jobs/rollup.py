@@ -27,6 +27,13 @@ dies between two tables leaves each table consistent: the next run catches each 
 version. ``since`` recomputes every partition from that time on as well (after a change of
 ``lookback_s``, say).
 
+``rollup_client_1h`` does not merge every minute of an hour in progress again: the job keeps, in its
+own table ``rollup_client_1h_prefix``, the 1-hour rows of the closed minutes of each hour the last run
+wrote (those before ``through``, ``OPEN_MINUTES`` before the newest minute written), and merges them
+with the 1-minute rows from ``through`` on. A prefix is used only if its ``txn`` is the version of
+``rollup_client_1m`` that ``rollup_client_1h`` is at, and no row added since falls before ``through``;
+else the hour is merged from every minute (``client_hours_of_minutes``).
+
 After the decode, the activity tables and the metric tables are refreshed side by side (two threads,
 each submitting its own Spark jobs), and so are the 1-hour and the 1-minute entity rollups once the
 1-minute client rollup is done: each table still follows only its own sources, in the same order.
@@ -52,7 +59,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from spark_jobs.jobs.decode import DecodeReport, run_decode
-from spark_jobs.lake import DeltaLake, PartitionFilter
+from spark_jobs.lake import Clustering, DeltaLake, PartitionFilter
 from spark_jobs.tables import (
     BRONZE_PUSHES,
     BRONZE_QUOTA_SAMPLES,
@@ -77,7 +84,6 @@ from spark_jobs.transforms.activity import (
 from spark_jobs.transforms.rollup import (
     DEFAULT_LOOKBACK_S,
     MINUTE_PATTERN,
-    NUMBER_KINDS,
     PARTITION_OF,
     PARTITION_PATTERN,
     Width,
@@ -100,6 +106,10 @@ SEED_WINDOWS_S: Final = (120, 900)
 """How far before the minutes being recomputed the 1-minute client rollup looks for the previous points
 of their series, in turn, before the whole lookback: two minutes (clients pushing every 30 s, say),
 then three of KIP-714's default 5-minute push intervals (``lookback_s`` if less)."""
+CLIENT_MINUTE_FILE_ROWS: Final = 25_000
+"""``rollup_client_1m`` is written sorted by ``bucket_start`` in files of at most this many rows, so
+that even a catch-up's files hold a few minutes of a 1,000-client fleet each: the 1-hour step reads
+only the files of an hour's open minutes, the 1-minute entity step those of its minutes."""
 OPEN_MINUTES: Final = 2
 """An hour's prefix (``ROLLUP_CLIENT_1H_PREFIX``) ends this many minutes before the newest minute a
 run wrote to ``rollup_client_1m`` in the hour: the next run rewrites the minute this one left half
@@ -134,6 +144,11 @@ def _bucket_start(key: str) -> datetime:
     return datetime.strptime(key, "%Y-%m-%dT%H:%M" if ":" in key else "%Y-%m-%dT%H").replace(tzinfo=UTC)
 
 
+def _span(hours: Sequence[str]) -> tuple[datetime, datetime]:
+    """From the start of the first of these sorted hour keys to the end of the last."""
+    return _bucket_start(hours[0]), _bucket_start(hours[-1]) + timedelta(hours=1)
+
+
 def _hours_before(hour: str, lookback_s: int) -> list[str]:
     """``hour`` and the hours within ``lookback_s`` before it."""
     start = _bucket_start(hour)
@@ -144,6 +159,53 @@ def _distinct(frame: DataFrame, column: str) -> list[str]:
     return sorted(row[0] for row in frame.select(column).distinct().collect() if row[0] is not None)
 
 
+STATS_KEYS: Final = 180
+"""At most how many buckets ``_Added.keys`` takes from the Delta log's statistics before it reads the
+rows instead."""
+
+
+@dataclass(frozen=True)
+class _Added:
+    """What commits ``after + 1 .. until`` added to a source table."""
+
+    lake: DeltaLake
+    uri: str
+    after: int
+    until: int
+
+    def rows(self) -> DataFrame | None:
+        return self.lake.read_added(self.uri, self.after, self.until)
+
+    def keys(self, column: str, unit: Literal["minute", "hour"]) -> list[str]:
+        """The minutes (``YYYY-MM-DDTHH:MM``) or hours (``YYYY-MM-DDTHH``) of timestamp ``column``
+        in the added rows. From the Delta log without reading a row, when every added file has
+        statistics for the column: each bucket from a file's smallest value to its largest (a few
+        more than the rows' own where a file spans buckets it has no row in; recomputing those changes
+        nothing), if that makes at most ``STATS_KEYS``; else from the rows."""
+        step, pattern = (
+            (timedelta(minutes=1), "%Y-%m-%dT%H:%M")
+            if unit == "minute"
+            else (timedelta(hours=1), "%Y-%m-%dT%H")
+        )
+        actions = self.lake.added_actions(self.uri, self.after, self.until)
+        keys: set[str] = set()
+        for action in actions or []:
+            low, high = action.get(f"min.{column}"), action.get(f"max.{column}")
+            if not isinstance(low, datetime) or not isinstance(high, datetime):
+                actions = None
+                break
+            low, high = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (low, high))
+            at = _bucket_start(low.astimezone(UTC).strftime(pattern))
+            while at <= high and len(keys) <= STATS_KEYS:
+                keys.add(at.strftime(pattern))
+                at += step
+        if actions is not None and len(keys) <= STATS_KEYS:
+            return sorted(keys)
+        rows = self.rows()
+        text = _MINUTE if unit == "minute" else _HOUR
+        return [] if rows is None else _distinct(rows.select(F.date_format(column, text).alias("k")), "k")
+
+
 @dataclass(frozen=True)
 class _Step:
     """How one gold table follows a source table."""
@@ -151,7 +213,7 @@ class _Step:
     table: str
     schema: pa.Schema
     width: Width
-    touched: Callable[[DataFrame], list[str]]
+    touched: Callable[[_Added], list[str]]
     """The target partitions that rows added to the source change."""
     compute: Callable[[int, list[str]], DataFrame]
     """(the source's version, the partitions) -> the partitions' new rows."""
@@ -159,6 +221,9 @@ class _Step:
     """The table's unit of recompute: its partitions, or the hours (``YYYY-MM-DDTHH``) or minutes
     (``YYYY-MM-DDTHH:MM``) of ``bucket_start``, whose rows alone are replaced (``DeltaLake.write``'s
     ``replace_rows``)."""
+    clustered: Clustering | None = None
+    """How the rows are written (``DeltaLake.write``): sorted by a column, in files of at most so many
+    rows, so that a read of a few buckets skips the files of the others."""
 
 
 def _refresh(
@@ -180,9 +245,7 @@ def _refresh(
     done = lake.txn_version(target, app_id)
     partitions = set(forced)
     if latest > done:
-        added = lake.read_added(source, done, latest)
-        if added is not None:
-            partitions.update(step.touched(added))
+        partitions.update(step.touched(_Added(lake, source, done, latest)))
     if not partitions:
         return None
     chosen = sorted(partitions)
@@ -205,13 +268,14 @@ def _refresh(
         version=version,
         replace=replace,
         replace_rows=rows,
+        clustered=step.clustered,
     )
     return TableReport(step.table, latest, chosen)
 
 
-def _hours_of(column: str) -> Callable[[DataFrame], list[str]]:
+def _hours_of(column: str) -> Callable[[_Added], list[str]]:
     """The hours of ``column`` in the added rows."""
-    return lambda added: _distinct(added.select(F.date_format(column, _HOUR).alias("h")), "h")
+    return lambda added: added.keys(column, "hour")
 
 
 def _by_hour(hour: Column, values: Mapping[str, str]) -> Column:
@@ -223,9 +287,9 @@ def _by_hour(hour: Column, values: Mapping[str, str]) -> Column:
     return F.lit(None).cast("string") if column is None else column
 
 
-def _minutes_of(column: str) -> Callable[[DataFrame], list[str]]:
+def _minutes_of(column: str) -> Callable[[_Added], list[str]]:
     """The minutes of ``column`` in the added rows."""
-    return lambda added: _distinct(added.select(F.date_format(column, _MINUTE).alias("m")), "m")
+    return lambda added: added.keys(column, "minute")
 
 
 def _day_hours(dates: list[str]) -> PartitionFilter:
@@ -233,9 +297,9 @@ def _day_hours(dates: list[str]) -> PartitionFilter:
     return "bucket_hour", [f"{d}T{h:02d}" for d in dates for h in range(24)]
 
 
-def _dates_of(added: DataFrame) -> list[str]:
+def _dates_of(added: _Added) -> list[str]:
     """The days of the hours a 1-minute table gained rows in."""
-    return sorted({hour[:10] for hour in _distinct(added, "bucket_hour")})
+    return sorted({hour[:10] for hour in added.keys("bucket_start", "hour")})
 
 
 @dataclass
@@ -279,12 +343,12 @@ class _RollupRun:
         recent = points.where(F.col("time") >= F.lit(self.since.astimezone(UTC)))
         return _distinct(recent.select(F.date_format("time", pattern).alias("p")), "p")
 
-    def minutes_of_points(self, added: DataFrame) -> list[str]:
+    def minutes_of_points(self, added: _Added) -> list[str]:
         """A point changes its own minute, and the minute of the next point of its series (whose
         delta starts from it) if that comes within ``lookback_s`` (``following_minutes``, over the
         points from the earliest added minute on: for points that arrive in order, only the added
         ones)."""
-        own = _distinct(added.select(F.date_format("time", _MINUTE).alias("m")), "m")
+        own = added.keys("time", "minute")
         if not own:
             return []
         earliest = _bucket_start(own[0])
@@ -299,7 +363,9 @@ class _RollupRun:
             within=("time", earliest, last + timedelta(hours=1)),
         )
         assert points is not None  # the added points are in it
-        later = points.where(F.date_format("time", _HOUR).isin(hours) & (F.col("time") >= F.lit(earliest)))
+        # the earliest minute as text: a timestamp literal is compiled into Spark's generated code
+        minute = F.date_format("time", _MINUTE)
+        later = points.where(F.date_format("time", _HOUR).isin(hours) & (minute >= own[0]))
         return sorted(set(own) | set(_distinct(following_minutes(later, own, self.lookback_s), "minute")))
 
     def client_minutes(self, version: int, minutes: list[str]) -> DataFrame:
@@ -321,30 +387,37 @@ class _RollupRun:
             assert recent is not None  # it has a version
             if unseeded(recent, minutes, window_s).isEmpty():
                 self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the {window_s} s before the minutes")
-                # a fleet that sends only sums and gauges: no plan for the histogram path at all
-                numbers_only = recent.where(~F.col("metric_kind").isin(*NUMBER_KINDS)).isEmpty()
+                numbers_only = self.numbers_only(within[1], until)
                 return client_minutes(recent, minutes, self.lookback_s, numbers_only=numbers_only)
         self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the lookback hours (new or sparse series)")
         points = self.read(METRIC_POINTS, version, dates)
         points = points.where(F.date_format("time", _HOUR).isin(wanted))
-        return client_minutes(points, minutes, self.lookback_s)
+        numbers_only = self.numbers_only(*_span(wanted))
+        return client_minutes(points, minutes, self.lookback_s, numbers_only=numbers_only)
 
-    def client_rows_of_minutes(self, version: int, minutes: list[str]) -> DataFrame:
-        """The 1-minute client rows of these minutes (from the files that may hold them)."""
+    def numbers_only(self, low: datetime, high: datetime) -> bool:
+        """Whether silver's points from ``low`` to ``high`` are all sums and gauges
+        (``NUMBER_KINDS``), by the statistics in its Delta log: every histogram, exponential
+        histogram and summary point has a ``count``, so files whose ``count`` is null in every row
+        hold none. Rows made of those points need no plan for the histogram path (a fleet of
+        librdkafka clients sends only sums and gauges)."""
+        return self.lake.all_null(self.uri(METRIC_POINTS), "count", ("time", low, high))
+
+    def entity_minutes(self, version: int, minutes: list[str]) -> DataFrame:
+        """The 1-minute entity rows of these minutes, from their client rows (read from the files
+        that may hold them)."""
         hours = ("bucket_hour", sorted({m[:13] for m in minutes}))
-        within = (
-            "bucket_start",
-            _bucket_start(minutes[0]),
-            _bucket_start(minutes[-1]) + timedelta(minutes=1),
-        )
+        low, high = _bucket_start(minutes[0]), _bucket_start(minutes[-1]) + timedelta(minutes=1)
+        within = ("bucket_start", low, high)
         rows = self.lake.read(self.uri(ROLLUP_CLIENT_1M), version, partitions=hours, within=within)
         assert rows is not None  # it has a version
-        return rows.where(F.date_format("bucket_start", _MINUTE).isin(minutes))
+        rows = rows.where(F.date_format("bucket_start", _MINUTE).isin(minutes))
+        return entity_rollup(rows, "1m", numbers_only=self.numbers_only(low, high))
 
-    def hours_of_client_minutes(self, added: DataFrame) -> list[str]:
+    def hours_of_client_minutes(self, added: _Added) -> list[str]:
         """The hours the 1-minute client rows added fall in (their minutes kept in ``changed``)."""
         self.changed = {}
-        for minute in _minutes_of("bucket_start")(added):
+        for minute in added.keys("bucket_start", "minute"):
             self.changed.setdefault(minute[:13], []).append(minute)
         return sorted(self.changed)
 
@@ -390,6 +463,7 @@ class _RollupRun:
         )
         assert rows is not None  # it has a version
         columns = [name for name in rollup_schema("client", "1m").names if name != PARTITION_OF["1m"]]
+        numbers_only = self.numbers_only(*_span(hours))
         rows = rows.select(*columns)
         for h in hours:
             how = (
@@ -407,9 +481,10 @@ class _RollupRun:
             ends = self.prefix_ends(hours, prefixes)
             closed_rows = rows.where(hour.isin(list(ends)) & (minute < _by_hour(hour, ends)))
             through = F.to_timestamp(_by_hour(hour, ends), "yyyy-MM-dd'T'HH:mm").alias("through")
-            prefix_rows = client_rollup(closed_rows, "1h").select("*", through) if ends else None
+            prefix_rows = client_rollup(closed_rows, "1h", numbers_only=numbers_only) if ends else None
+            prefix_rows = None if prefix_rows is None else prefix_rows.select("*", through)
             self.next_prefixes = (version, prefix_rows)
-        return client_rollup(rows, "1h")
+        return client_rollup(rows, "1h", numbers_only=numbers_only)
 
     def prefix_ends(self, hours: list[str], prefixes: Mapping[str, str]) -> dict[str, str]:
         """Where each hour's next prefix ends: ``OPEN_MINUTES`` before the newest minute written in it,
@@ -454,10 +529,11 @@ class _RollupRun:
             replace=[{PARTITION_OF["1h"]: d} for d in dates],
         )
 
-    def client_hours(self, version: int, hours: list[str]) -> DataFrame:
-        """The 1-hour client rows of these hours."""
+    def entity_hours(self, version: int, hours: list[str]) -> DataFrame:
+        """The 1-hour entity rows of these hours, from their client rows."""
         rows = self.read(ROLLUP_CLIENT_1H, version, ("bucket_date", sorted({h[:10] for h in hours})))
-        return rows.where(F.date_format("bucket_start", _HOUR).isin(hours))
+        rows = rows.where(F.date_format("bucket_start", _HOUR).isin(hours))
+        return entity_rollup(rows, "1h", numbers_only=self.numbers_only(*_span(hours)))
 
     def activity_minutes(self, _: int, hours: list[str]) -> DataFrame:
         """Every source's samples in these hours (all shards, at their latest versions)."""
@@ -489,6 +565,7 @@ class _RollupRun:
                     self.minutes_of_points,
                     self.client_minutes,
                     by="minute",
+                    clustered=("bucket_start", CLIENT_MINUTE_FILE_ROWS),
                 ),
                 METRIC_POINTS,
             ),
@@ -509,7 +586,7 @@ class _RollupRun:
                     rollup_schema("entity", "1m"),
                     "1m",
                     _minutes_of("bucket_start"),
-                    lambda v, minutes: entity_rollup(self.client_rows_of_minutes(v, minutes), "1m"),
+                    self.entity_minutes,
                     by="minute",
                 ),
                 ROLLUP_CLIENT_1M,
@@ -520,7 +597,7 @@ class _RollupRun:
                     rollup_schema("entity", "1h"),
                     "1h",
                     _hours_of("bucket_start"),
-                    lambda v, hours: entity_rollup(self.client_hours(v, hours), "1h"),
+                    self.entity_hours,
                     by="hour",
                 ),
                 ROLLUP_CLIENT_1H,
@@ -529,7 +606,8 @@ class _RollupRun:
 
     def refresh_metrics(self, forced: Mapping[str, list[str]], pool: ThreadPoolExecutor) -> None:
         """The 1-minute client rows first; then the 1-hour client rows (and the 1-hour entity rows
-        after them) beside the 1-minute entity rows, which follow only the 1-minute client rows."""
+        after them) beside the 1-minute entity rows, which follow only the 1-minute client rows; the
+        hour prefixes are written beside the 1-hour entity rows."""
         (client_1m, points), (client_1h, minutes), (entity_1m, _), (entity_1h, hours) = self.metric_steps()
 
         def refresh(step: _Step, source: str) -> None:
@@ -543,8 +621,9 @@ class _RollupRun:
         refresh(client_1m, points)
         beside = pool.submit(inheritable_thread_target(self.lake.spark)(refresh), entity_1m, minutes)
         refresh(client_1h, minutes)
-        self.write_prefixes()
+        prefixes = pool.submit(inheritable_thread_target(self.lake.spark)(self.write_prefixes))
         refresh(entity_1h, hours)
+        prefixes.result()
         beside.result()
 
     def refresh_activity(self, forced: Mapping[str, list[str]]) -> None:
@@ -596,7 +675,7 @@ def run_rollup(
     forced = {width: run.forced_partitions(pattern) for width, pattern in PARTITION_PATTERN.items()}
     # the activity tables and the metric tables read nothing of each other: Spark runs their jobs
     # side by side (most of a small run's time is per-job latency, which then overlaps)
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="rollup") as pool:
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="rollup") as pool:
         activity = pool.submit(inheritable_thread_target(lake.spark)(run.refresh_activity), forced)
         run.refresh_metrics(forced, pool)
         activity.result()

@@ -524,14 +524,18 @@ def _by_kind(
     return numbers.unionByName(others)
 
 
-def client_rollup(rows: DataFrame, width: Width, time_column: str = "bucket_start") -> DataFrame:
-    """Normalized points (``time_column="time"``) or client rows of a smaller width -> client rows."""
+def client_rollup(
+    rows: DataFrame, width: Width, time_column: str = "bucket_start", *, numbers_only: bool = False
+) -> DataFrame:
+    """Normalized points (``time_column="time"``) or client rows of a smaller width -> client rows.
+    ``numbers_only``: ``rows`` are sums and gauges only (no plan for the other path)."""
     return _by_kind(
         rows,
         lambda part, numbers: merge(
             part, CLIENT_KEYS, CLIENT_LATEST, width, time_column=time_column, numbers_only=numbers
         ),
         rollup_schema("client", width).names,
+        numbers_only,
     )
 
 
@@ -654,9 +658,10 @@ def client_minutes(
     )
 
 
-def entity_rollup(client_rows: DataFrame, width: Width) -> DataFrame:
+def entity_rollup(client_rows: DataFrame, width: Width, *, numbers_only: bool = False) -> DataFrame:
     """Client rows of ``width`` -> quota-entity rows of the same width (every client and attribute
-    set of the entity together; ``clients`` counts the client instances)."""
+    set of the entity together; ``clients`` counts the client instances). ``numbers_only``: the
+    rows are sums and gauges only."""
     return _by_kind(
         client_rows,
         lambda part, numbers: merge(
@@ -668,4 +673,5 @@ def entity_rollup(client_rows: DataFrame, width: Width) -> DataFrame:
             numbers_only=numbers,
         ),
         rollup_schema("entity", width).names,
+        numbers_only,
     )

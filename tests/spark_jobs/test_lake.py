@@ -296,6 +296,31 @@ def test_a_read_within_a_time_range_skips_the_files_whose_statistics_rule_it_out
     assert ids(T - timedelta(days=1), T + timedelta(days=1)) == [0, 1, 2]
 
 
+def test_the_statistics_tell_whether_a_column_is_null_in_every_row_within_a_time_range(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    """Two files an hour apart: names null in the first, set in the second. Asked of a range, the
+    answer covers the files that may hold rows in it, without reading them."""
+    uri = str(tmp_path / "t")
+    assert lake.all_null(uri, "name", ("at", T, T + timedelta(hours=1)))  # no table: no rows
+    for k, name in enumerate([None, "set"]):
+        data = pa.table(
+            {
+                "id": [k],
+                "name": [name],
+                "at": [T + timedelta(hours=k)],
+                "tags": [None],
+                "day": ["2026-11-22"],
+            },
+            schema=SCHEMA,
+        )
+        assert _write(lake, spark.createDataFrame(data), uri, k)
+    assert lake.all_null(uri, "name", ("at", T, T + timedelta(minutes=1)))
+    assert not lake.all_null(uri, "name", ("at", T + timedelta(hours=1), T + timedelta(hours=2)))
+    assert not lake.all_null(uri, "name", ("at", T, T + timedelta(hours=2)))
+    assert not lake.all_null(uri, "id", ("at", T, T + timedelta(minutes=1)))
+
+
 def test_a_clustered_write_sorts_each_partition_by_the_column_into_files_of_at_most_n_rows(
     spark: SparkSession, lake: DeltaLake, tmp_path: Path
 ) -> None:

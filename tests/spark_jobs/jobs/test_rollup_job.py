@@ -15,6 +15,7 @@ from deltalake import DeltaTable
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters import TelemetryPush
+from spark_jobs.jobs import rollup as rollup_job
 from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
 from spark_jobs.tables import ACTIVITY_TABLES, ROLLUP_TABLES
@@ -317,3 +318,20 @@ def test_a_crash_before_the_prefix_is_written_recomputes_the_hour_from_every_min
     # the 1-hour table moved on without the prefix: the prefix left before is not used
     assert "rollup_client_1h: 2026-11-21T22 from every minute" in said, said
     _assert_matches_reference(tmp_path)
+
+
+def test_the_buckets_new_rows_touch_come_from_the_delta_log_or_past_its_limit_from_the_rows(
+    lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    land(kafka_pushes(clients=2, pushes=4, interval_ms=60_000), str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    silver = str(tmp_path / "metric_points")
+    added = rollup_job._Added(lake, silver, -1, DeltaTable(silver).version())
+    minutes = sorted({r["time"].strftime("%Y-%m-%dT%H:%M") for r in _rows(silver)})
+    from_log = added.keys("time", "minute")
+    # every minute between a file's first and last point: the rows' own, and perhaps some between
+    assert set(minutes) <= set(from_log)
+    assert (from_log[0], from_log[-1]) == (minutes[0], minutes[-1])
+    assert added.keys("time", "hour") == ["2026-11-21T22"]
+    monkeypatch.setattr(rollup_job, "STATS_KEYS", 1)
+    assert added.keys("time", "minute") == minutes  # more than the limit: read from the rows
