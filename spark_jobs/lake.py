@@ -40,8 +40,10 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -100,6 +102,10 @@ _REWRITES: Final = frozenset({"OPTIMIZE"})
 """Operations whose added files hold rows already in the table (``dataChange = false``)."""
 _HIVE_NULL: Final = "__HIVE_DEFAULT_PARTITION__"
 _STATS_STRING_MAX: Final = 32
+
+
+_SNAPSHOTS: Final = 64
+"""How many table snapshots (a table at a version) a ``DeltaLake`` keeps loaded."""
 
 
 class LakeError(Exception):
@@ -165,15 +171,31 @@ class DeltaLake:
         self.storage_options = dict(storage_options or {})
         # the one place the storage path is chosen
         self.storage: LakeStorage = ConnectorStorage(self) if connector else BridgeStorage(self)
+        self._snapshots: OrderedDict[tuple[str, int], DeltaTable] = OrderedDict()
+        self._snapshots_lock = threading.Lock()
 
     # -- delta-rs: versions, transactions, files ---------------------------------------------------
 
     def table(self, uri: str, version: int | None = None) -> DeltaTable | None:
-        """The table (at ``version``), or None if there is none at ``uri``."""
+        """The table (at ``version``), or None if there is none at ``uri``. A version is a snapshot
+        that never changes: the last ``_SNAPSHOTS`` asked for are kept, since a run asks for the same
+        ones several times (each load replays the log)."""
+        key = None if version is None else (uri, version)
+        if key is not None:
+            with self._snapshots_lock:
+                if key in self._snapshots:
+                    self._snapshots.move_to_end(key)
+                    return self._snapshots[key]
         try:
-            return DeltaTable(uri, version=version, storage_options=self.storage_options or None)
+            table = DeltaTable(uri, version=version, storage_options=self.storage_options or None)
         except TableNotFoundError:
             return None
+        if key is not None:
+            with self._snapshots_lock:
+                self._snapshots[key] = table
+                while len(self._snapshots) > _SNAPSHOTS:
+                    self._snapshots.popitem(last=False)
+        return table
 
     def version(self, uri: str) -> int | None:
         """The table's latest version, or None if there is none."""

@@ -19,7 +19,8 @@ Spark's own log noise is kept out of the way: the JVM logs through ``log4j2.prop
 module (warnings and errors of Spark only, on stderr), unless the caller passes its own
 ``spark.driver.extraJavaOptions``; the UI and the console progress bar are off unless set. A
 ``local`` session gets a 4 GiB heap unless ``spark.driver.memory`` is set. The generated-code cache
-keeps 1,000 classes instead of 100, so that a warm session (``rollup --every``) reuses them.
+keeps 1,000 classes instead of 100, so that a warm session (``rollup --every``) reuses them. Up to
+1,024 files of a read are listed by the driver itself, not by a Spark job.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ _DEFAULTS: Final = {
     # a rollup run generates a few hundred classes; Spark keeps 100, so every `--every` run compiled
     # them again, and the JIT compiled them again too (benchmarks/README.md, rollup, incremental)
     "spark.sql.codegen.cache.maxEntries": "1000",
+    # the bridge reads tables as lists of files: past 32 of them Spark lists them in a Spark job of its
+    # own, about 0.3 s of an incremental run that reads a few dozen small files (driver: milliseconds)
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
 }
 
