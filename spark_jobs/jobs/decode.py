@@ -6,8 +6,9 @@ Incremental and exactly once, per bronze shard: the job remembers how far it got
 decoded up to). A run reads only the rows the shard's commits added since (``DeltaLake.read_added``),
 decodes them (``transforms.decode_jvm``: in Spark's JVM, and in ``mapInArrow`` what that decoder leaves
 to ``transforms.decode``) and commits the points, then decodes again only
-the pushes that gave no point (those quarantined, and empty ones) and commits the quarantined ones;
-both commits carry the shard's new version as their batch. A re-run, or a run after a crash between the two
+the pushes that gave no point (those quarantined, and empty ones) and commits the quarantined ones; a
+small batch (``ONE_PASS_PUSHES``, an incremental run's) is decoded once and kept for both commits.
+Both commits carry the shard's new version as their batch. A re-run, or a run after a crash between the two
 commits, writes nothing twice: a table that already has the batch skips it.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
@@ -41,6 +43,10 @@ SILVER_FILE_ROWS: Final = 100_000
 """Silver is written sorted by ``time`` in files of at most this many rows, so that a file holds a few
 minutes of a big fleet's points even after a catch-up, and the rollup of a new minute skips the others
 (``DeltaLake.read(within=...)``)."""
+ONE_PASS_PUSHES: Final = 20_000
+"""A batch of at most this many pushes (a minute of a 10,000-client fleet) is decoded once and kept in
+memory for both commits; a larger one is decoded straight into silver, and only the pushes that gave
+no point are decoded again for the quarantine (keeping a catch-up's rows cost more than decoding)."""
 DECODE_APP = "telemetry-sink-decode"
 """``txn`` app id prefix: ``telemetry-sink-decode/<shard name>``."""
 
@@ -129,41 +135,56 @@ def _decode_range(
     bronze = lake.read_added(shard, after, until)
     if bronze is None:
         return report
-    failed = F.col("quarantine_reason").isNotNull()
     suspects = bronze
+    pushes = lake.added_rows(shard, after, until)
+    if set(targets) == {silver, quarantine} and pushes is not None and pushes <= ONE_PASS_PUSHES:
+        rows = decode(bronze).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            report.points = _commit(lake, _points(rows), silver, app_id, until, silver=True)
+            report.quarantined = _commit(lake, _quarantined(rows), quarantine, app_id, until, silver=False)
+        finally:
+            rows.unpersist()
+        targets = []
     if silver in targets:
         # one pass decodes and writes the points (no cache: caching cost more than the decode)...
         before = lake.version(silver)
-        points = decode(bronze).where(~failed).select(*METRIC_POINTS_SCHEMA.names)
-        lake.write(
-            points,
-            silver,
-            schema=METRIC_POINTS_SCHEMA,
-            partition_by=["date"],
-            app_id=app_id,
-            version=until,
-            clustered=("time", SILVER_FILE_ROWS),
-        )
-        after_write = (-1 if before is None else before, lake.version(silver) or 0)
-        written = lake.read_added(silver, *after_write)
-        if written is not None:
-            counted = lake.added_rows(silver, *after_write)  # from the Delta log, else the footers
-            report.points = written.count() if counted is None else counted
-            # ...and only the pushes that gave no point (quarantined, or empty) are decoded again
+        report.points = _commit(lake, _points(decode(bronze)), silver, app_id, until, silver=True)
+        written = lake.read_added(silver, -1 if before is None else before, lake.version(silver) or 0)
+        if written is not None:  # ...and only the pushes that gave no point are decoded again
             suspects = bronze.join(written.select("push_id").distinct(), "push_id", "left_anti")
     if quarantine in targets:
-        bad = decode(suspects).where(failed).withColumnRenamed("quarantine_reason", "reason")
-        bad = bad.select(*QUARANTINE_SCHEMA.names)
-        before = lake.version(quarantine)
-        if lake.write(
-            bad, quarantine, schema=QUARANTINE_SCHEMA, partition_by=["date"], app_id=app_id, version=until
-        ):  # counted from the Delta log, else read back
-            after_write = (-1 if before is None else before, lake.version(quarantine) or 0)
-            counted = lake.added_rows(quarantine, *after_write)
-            if counted is None:
-                added = lake.read_added(quarantine, *after_write)
-                counted = 0 if added is None else added.count()
-            report.quarantined = counted
+        report.quarantined = _commit(
+            lake, _quarantined(decode(suspects)), quarantine, app_id, until, silver=False
+        )
     if report.quarantined:
         log.warning("%s: %d pushes quarantined (see %s)", shard, report.quarantined, quarantine)
     return report
+
+
+def _points(rows: DataFrame) -> DataFrame:
+    """Decoded rows -> silver rows (the points)."""
+    return rows.where(F.col("quarantine_reason").isNull()).select(*METRIC_POINTS_SCHEMA.names)
+
+
+def _quarantined(rows: DataFrame) -> DataFrame:
+    """Decoded rows -> quarantine rows (one per push that did not decode)."""
+    failed = rows.where(F.col("quarantine_reason").isNotNull())
+    return failed.withColumnRenamed("quarantine_reason", "reason").select(*QUARANTINE_SCHEMA.names)
+
+
+def _commit(lake: DeltaLake, rows: DataFrame, uri: str, app_id: str, until: int, *, silver: bool) -> int:
+    """Commit ``rows`` (silver's, clustered by time, or the quarantine's) as batch ``until`` of
+    ``app_id``; how many rows were written (from the Delta log, else read back)."""
+    before = lake.version(uri)
+    schema = METRIC_POINTS_SCHEMA if silver else QUARANTINE_SCHEMA
+    clustered = ("time", SILVER_FILE_ROWS) if silver else None
+    if not lake.write(
+        rows, uri, schema=schema, partition_by=["date"], app_id=app_id, version=until, clustered=clustered
+    ):
+        return 0
+    span = (-1 if before is None else before, lake.version(uri) or 0)
+    counted = lake.added_rows(uri, *span)
+    if counted is None:
+        added = lake.read_added(uri, *span)
+        counted = 0 if added is None else added.count()
+    return counted

@@ -11,6 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from exporters import TelemetryPush
+from spark_jobs.jobs import decode as decode_job
 from spark_jobs.jobs.decode import DECODE_APP
 from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
@@ -44,9 +45,14 @@ def _rows(uri: Path) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.parametrize("one_pass", [True, False], ids=["small batch: one pass", "large batch: two passes"])
 def test_a_run_with_poison_pushes_in_bronze_succeeds_advances_and_quarantines_them(
-    lake: DeltaLake, tmp_path: Path
+    lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_pass: bool
 ) -> None:
+    """A small batch is decoded once for both tables; a large one (here: over a limit of 0 pushes) is
+    decoded into silver, and its pushes without points again for the quarantine. Same tables."""
+    if not one_pass:
+        monkeypatch.setattr(decode_job, "ONE_PASS_PUSHES", 0)
     good = kafka_pushes(clients=2, pushes=3)
     too_many_points = TelemetryPush(context(7, START_MS + 1), _gauge_of(PUSH_BOUNDS.max_data_points + 1))
     long_client_id = TelemetryPush(
