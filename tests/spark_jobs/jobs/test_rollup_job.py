@@ -78,6 +78,31 @@ def _assert_matches_reference(root: Path, lookback_s: int = 3600) -> int:
     return compared
 
 
+def _crash_on_writes_to(table: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``DeltaLake.write`` to ``table`` dies (until ``monkeypatch.undo()``)."""
+    write = DeltaLake.write
+
+    def crashing(self: DeltaLake, frame: Any, uri: str, **kwargs: Any) -> bool:
+        if uri.rstrip("/").endswith(table):
+            raise OSError("the job died here")
+        return write(self, frame, uri, **kwargs)
+
+    monkeypatch.setattr(DeltaLake, "write", crashing)
+
+
+def _minute_by_minute(
+    lake: DeltaLake, root: Path, pushes: list[TelemetryPush], minutes: range, said: list[str] | None = None
+) -> None:
+    """Land the pushes of each of these minutes from START_MS and roll them up, minute by minute
+    (``said``: the last run's progress)."""
+    for k in minutes:
+        low = START_MS + k * 60_000
+        land([p for p in pushes if low <= p.context.received_ms < low + 60_000], str(root))
+        if said is not None:
+            said.clear()
+        run_rollup(lake, str(root), progress=said.append if said is not None else lambda _: None)
+
+
 def _protobuf_points(pushes: Iterable[TelemetryPush]) -> int:
     total = 0
     for p in pushes:
@@ -212,14 +237,7 @@ def test_a_crash_between_silver_and_quarantine_is_caught_up_without_duplicates(
 ) -> None:
     pushes = kafka_pushes(clients=1, pushes=3)
     land([*pushes, TelemetryPush(context(5, START_MS), b"garbage")], str(tmp_path))
-    write = DeltaLake.write
-
-    def crash_on_quarantine(self: DeltaLake, frame: Any, uri: str, **kwargs: Any) -> bool:
-        if uri.endswith("decode_quarantine"):
-            raise OSError("the job died here")
-        return write(self, frame, uri, **kwargs)
-
-    monkeypatch.setattr(DeltaLake, "write", crash_on_quarantine)
+    _crash_on_writes_to("decode_quarantine", monkeypatch)
     with pytest.raises(OSError, match="died"):
         run_rollup(lake, str(tmp_path))
     monkeypatch.undo()
@@ -264,12 +282,6 @@ def test_since_recomputes_every_bucket_from_then_on_without_moving_the_watermark
     _assert_matches_reference(tmp_path)
 
 
-def _minute_of(pushes: list[TelemetryPush], k: int) -> list[TelemetryPush]:
-    """The pushes received in the ``k``-th minute from START_MS."""
-    low = START_MS + k * 60_000
-    return [p for p in pushes if low <= p.context.received_ms < low + 60_000]
-
-
 def test_an_hour_in_progress_merges_its_prefix_of_closed_minutes_with_the_open_ones(
     lake: DeltaLake, tmp_path: Path
 ) -> None:
@@ -279,10 +291,7 @@ def test_an_hour_in_progress_merges_its_prefix_of_closed_minutes_with_the_open_o
     pushes = kafka_pushes(clients=4, pushes=6, interval_ms=60_000)
     late = pushes.pop(3 * 6 + 1)  # client 3's push of minute 1
     said: list[str] = []
-    for k in range(6):
-        said.clear()
-        land(_minute_of(pushes, k), str(tmp_path))
-        run_rollup(lake, str(tmp_path), progress=said.append)
+    _minute_by_minute(lake, tmp_path, pushes, range(6), said)
     assert "rollup_client_1h: 2026-11-21T22 from its prefix before 22:28 and the minutes after" in said, said
     assert DeltaTable(str(tmp_path / "rollup_client_1h_prefix")).version() > 0
     _assert_matches_reference(tmp_path)
@@ -297,24 +306,13 @@ def test_a_crash_before_the_prefix_is_written_recomputes_the_hour_from_every_min
     lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pushes = kafka_pushes(clients=2, pushes=7, interval_ms=60_000)
-    for k in range(5):
-        land(_minute_of(pushes, k), str(tmp_path))
-        run_rollup(lake, str(tmp_path))
-    write = DeltaLake.write
-
-    def crash_on_prefix(self: DeltaLake, frame: Any, uri: str, **kwargs: Any) -> bool:
-        if uri.endswith("rollup_client_1h_prefix"):
-            raise OSError("the job died here")
-        return write(self, frame, uri, **kwargs)
-
-    land(_minute_of(pushes, 5), str(tmp_path))
-    monkeypatch.setattr(DeltaLake, "write", crash_on_prefix)
+    _minute_by_minute(lake, tmp_path, pushes, range(5))
+    _crash_on_writes_to("rollup_client_1h_prefix", monkeypatch)
     with pytest.raises(OSError, match="died"):
-        run_rollup(lake, str(tmp_path))
+        _minute_by_minute(lake, tmp_path, pushes, range(5, 6))
     monkeypatch.undo()
     said: list[str] = []
-    land(_minute_of(pushes, 6), str(tmp_path))
-    run_rollup(lake, str(tmp_path), progress=said.append)
+    _minute_by_minute(lake, tmp_path, pushes, range(6, 7), said)
     # the 1-hour table moved on without the prefix: the prefix left before is not used
     assert "rollup_client_1h: 2026-11-21T22 from every minute" in said, said
     _assert_matches_reference(tmp_path)
