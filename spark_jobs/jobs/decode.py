@@ -140,22 +140,24 @@ def _decode_range(
     if set(targets) == {silver, quarantine} and pushes is not None and pushes <= ONE_PASS_PUSHES:
         rows = decode(bronze).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            report.points = _commit(lake, _points(rows), silver, app_id, until, silver=True)
-            report.quarantined = _commit(lake, _quarantined(rows), quarantine, app_id, until, silver=False)
+            report.points = _written(
+                lake, silver, _commit(lake, _points(rows), silver, app_id, until, silver=True)
+            )
+            quarantined = _commit(lake, _quarantined(rows), quarantine, app_id, until, silver=False)
+            report.quarantined = _written(lake, quarantine, quarantined)
         finally:
             rows.unpersist()
         targets = []
     if silver in targets:
         # one pass decodes and writes the points (no cache: caching cost more than the decode)...
-        before = lake.version(silver)
-        report.points = _commit(lake, _points(decode(bronze)), silver, app_id, until, silver=True)
-        written = lake.read_added(silver, -1 if before is None else before, lake.version(silver) or 0)
+        span = _commit(lake, _points(decode(bronze)), silver, app_id, until, silver=True)
+        report.points = _written(lake, silver, span)
+        written = None if span is None else lake.read_added(silver, *span)
         if written is not None:  # ...and only the pushes that gave no point are decoded again
             suspects = bronze.join(written.select("push_id").distinct(), "push_id", "left_anti")
     if quarantine in targets:
-        report.quarantined = _commit(
-            lake, _quarantined(decode(suspects)), quarantine, app_id, until, silver=False
-        )
+        span = _commit(lake, _quarantined(decode(suspects)), quarantine, app_id, until, silver=False)
+        report.quarantined = _written(lake, quarantine, span)
     if report.quarantined:
         log.warning("%s: %d pushes quarantined (see %s)", shard, report.quarantined, quarantine)
     return report
@@ -172,17 +174,29 @@ def _quarantined(rows: DataFrame) -> DataFrame:
     return failed.withColumnRenamed("quarantine_reason", "reason").select(*QUARANTINE_SCHEMA.names)
 
 
-def _commit(lake: DeltaLake, rows: DataFrame, uri: str, app_id: str, until: int, *, silver: bool) -> int:
-    """Commit ``rows`` (silver's, clustered by time, or the quarantine's) as batch ``until`` of
-    ``app_id``; how many rows were written (from the Delta log, else read back)."""
+def _commit(
+    lake: DeltaLake, rows: DataFrame, uri: str, app_id: str, until: int, *, silver: bool
+) -> tuple[int, int] | None:
+    """Commit ``rows`` to silver (clustered by time) or to the quarantine as batch ``until`` of
+    ``app_id``; the versions before and after the commit, None if the table had the batch already."""
     before = lake.version(uri)
-    schema = METRIC_POINTS_SCHEMA if silver else QUARANTINE_SCHEMA
-    clustered = ("time", SILVER_FILE_ROWS) if silver else None
     if not lake.write(
-        rows, uri, schema=schema, partition_by=["date"], app_id=app_id, version=until, clustered=clustered
+        rows,
+        uri,
+        schema=METRIC_POINTS_SCHEMA if silver else QUARANTINE_SCHEMA,
+        partition_by=["date"],
+        app_id=app_id,
+        version=until,
+        clustered=("time", SILVER_FILE_ROWS) if silver else None,
     ):
+        return None
+    return -1 if before is None else before, lake.version(uri) or 0
+
+
+def _written(lake: DeltaLake, uri: str, span: tuple[int, int] | None) -> int:
+    """How many rows the commits of ``span`` added: from the Delta log, else read back."""
+    if span is None:
         return 0
-    span = (-1 if before is None else before, lake.version(uri) or 0)
     counted = lake.added_rows(uri, *span)
     if counted is None:
         added = lake.read_added(uri, *span)

@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
@@ -164,6 +164,31 @@ STATS_KEYS: Final = 180
 rows instead."""
 
 
+def _keys_from_stats(
+    actions: list[dict[str, Any]] | None, column: str, unit: Literal["minute", "hour"]
+) -> list[str] | None:
+    """Each bucket from each file's smallest ``column`` value to its largest, by the add actions'
+    statistics; None where a file has none, or past ``STATS_KEYS`` buckets."""
+    if actions is None:
+        return None
+    step, pattern = (
+        (timedelta(minutes=1), "%Y-%m-%dT%H:%M") if unit == "minute" else (timedelta(hours=1), "%Y-%m-%dT%H")
+    )
+    keys: set[str] = set()
+    for action in actions:
+        low, high = action.get(f"min.{column}"), action.get(f"max.{column}")
+        if not isinstance(low, datetime) or not isinstance(high, datetime):
+            return None
+        low, high = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (low, high))
+        at = _bucket_start(low.astimezone(UTC).strftime(pattern))
+        while at <= high:
+            keys.add(at.strftime(pattern))
+            if len(keys) > STATS_KEYS:
+                return None
+            at += step
+    return sorted(keys)
+
+
 @dataclass(frozen=True)
 class _Added:
     """What commits ``after + 1 .. until`` added to a source table."""
@@ -182,25 +207,9 @@ class _Added:
         statistics for the column: each bucket from a file's smallest value to its largest (a few
         more than the rows' own where a file spans buckets it has no row in; recomputing those changes
         nothing), if that makes at most ``STATS_KEYS``; else from the rows."""
-        step, pattern = (
-            (timedelta(minutes=1), "%Y-%m-%dT%H:%M")
-            if unit == "minute"
-            else (timedelta(hours=1), "%Y-%m-%dT%H")
-        )
-        actions = self.lake.added_actions(self.uri, self.after, self.until)
-        keys: set[str] = set()
-        for action in actions or []:
-            low, high = action.get(f"min.{column}"), action.get(f"max.{column}")
-            if not isinstance(low, datetime) or not isinstance(high, datetime):
-                actions = None
-                break
-            low, high = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (low, high))
-            at = _bucket_start(low.astimezone(UTC).strftime(pattern))
-            while at <= high and len(keys) <= STATS_KEYS:
-                keys.add(at.strftime(pattern))
-                at += step
-        if actions is not None and len(keys) <= STATS_KEYS:
-            return sorted(keys)
+        keys = _keys_from_stats(self.lake.added_actions(self.uri, self.after, self.until), column, unit)
+        if keys is not None:
+            return keys
         rows = self.rows()
         text = _MINUTE if unit == "minute" else _HOUR
         return [] if rows is None else _distinct(rows.select(F.date_format(column, text).alias("k")), "k")
@@ -421,16 +430,15 @@ class _RollupRun:
             self.changed.setdefault(minute[:13], []).append(minute)
         return sorted(self.changed)
 
-    def valid_prefixes(self, hours: list[str]) -> tuple[dict[str, str], int | None]:
+    def valid_prefixes(self, hours: list[str], done: int) -> tuple[dict[str, str], int | None]:
         """The hours whose prefix can stand for their minutes before its ``through`` (hour ->
         ``through`` as a minute key), and the prefix table's version. A prefix is valid when the
         prefix table was written by the run that brought ``rollup_client_1h`` to the version of
-        ``rollup_client_1m`` it is at now (their ``txn``s agree), and no row added to the 1-minute
-        table since falls in one of its minutes."""
+        ``rollup_client_1m`` it is at now, ``done`` (their ``txn``s agree), and no row added to the
+        1-minute table since falls in one of its minutes."""
         table = self.lake.table(self.uri(ROLLUP_CLIENT_1H_PREFIX))
         if table is None:
             return {}, None
-        done = self.lake.txn_version(self.uri(ROLLUP_CLIENT_1H), f"{ROLLUP_APP}/{ROLLUP_CLIENT_1H}")
         if table.transaction_version(_PREFIX_APP) != done:
             return {}, None
         pairs = table.to_pyarrow_table(columns=["bucket_start", "through"]).group_by(
@@ -454,7 +462,7 @@ class _RollupRun:
         from the files that may hold them), else every 1-minute row of the hour. Prepares the next
         prefixes too (``next_prefixes``)."""
         done = self.lake.txn_version(self.uri(ROLLUP_CLIENT_1H), f"{ROLLUP_APP}/{ROLLUP_CLIENT_1H}")
-        prefixes, prefix_version = self.valid_prefixes(hours)
+        prefixes, prefix_version = self.valid_prefixes(hours, done)
         hour, minute = F.date_format("bucket_start", _HOUR), F.date_format("bucket_start", _MINUTE)
         low = min(prefixes.get(h, f"{h}:00") for h in hours)
         within = ("bucket_start", _bucket_start(low), _bucket_start(hours[-1]) + timedelta(hours=1))
