@@ -53,6 +53,7 @@ bench: setup
 	$(BIN)/python benchmarks/durability/bench.py
 	$(BIN)/python benchmarks/rollup/bench.py
 	$(BIN)/python benchmarks/dashboard/bench.py
+	$(BIN)/python benchmarks/sql_server/bench.py
 
 # Regenerate the gRPC code of ingest/proto/client_telemetry.proto (checked in; a test catches staleness)
 proto: setup

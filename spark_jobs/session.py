@@ -13,7 +13,8 @@ top of what the caller passes, the session gets the settings the Delta tables ne
   ``local`` master the Python workers run the driver's interpreter (``PYSPARK_PYTHON``, unless set);
 - the project's jar (``spark_jobs.jvm``: the JVM decoder) added to ``spark.jars`` when it was built;
 - with the Delta Spark connector (``delta_connector``: ``auto`` uses it when a ``delta-spark`` jar is
-  among ``spark.jars`` or in Spark's own jars folder), its SQL extension and catalog.
+  among ``spark.jars`` or in Spark's own jars folder), its SQL extension (before any the caller
+  names) and catalog.
 
 Spark's own log noise is kept out of the way: the JVM logs through ``log4j2.properties`` next to this
 module (warnings and errors of Spark only, on stderr), unless the caller passes its own
@@ -142,7 +143,8 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
         if "spark.driver.memory" not in settings.settings:  # the executors live in the driver
             builder = builder.config("spark.driver.memory", LOCAL_DRIVER_MEMORY)
     if uses_connector(settings):
-        builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
+        extensions = [e for e in settings.settings.get("spark.sql.extensions", "").split(",") if e]
+        builder = builder.config("spark.sql.extensions", ",".join([DELTA_EXTENSION, *extensions])).config(
             "spark.sql.catalog.spark_catalog", DELTA_CATALOG
         )
     spark = builder.getOrCreate()

@@ -3,8 +3,11 @@
 ``register_views(lake, data_root)`` makes each table a view ``telemetry.<table>``: the bronze tables
 (``telemetry_pushes`` and ``quota_samples``, every replica's shard together), silver
 ``metric_points`` and ``decode_quarantine``, the gold rollups, and the admin API's ``config_log``. A
-view is a snapshot of its table as of the call: call it again after a rollup run to see the new data.
-Tables that do not exist yet are left out; the names of the views made are returned.
+view is a snapshot of its table as of the call (a committed Delta version, never part of a commit):
+call it again after a rollup run to see the new data. Tables that do not exist yet are left out; the
+names of the views made are returned. ``table_versions`` says which version of each table (of each
+shard) there is now, so that a long-running reader (``telemetry-sink sql-server``) makes again only
+the views whose tables changed (``register_views(..., only=...)``).
 
 The views are Spark's global temporary views, whose database the session names ``telemetry``
 (``spark.sql.globalTempDatabase``, set by ``session.spark_session``), so the same SQL works on the
@@ -31,11 +34,14 @@ from spark_jobs.tables import (
     table_uri,
 )
 
-__all__ = ["EXAMPLE_QUERIES", "NAMESPACE", "register_views"]
+__all__ = ["EXAMPLE_QUERIES", "NAMESPACE", "TableVersions", "register_views", "table_versions"]
 
 NAMESPACE: Final = "telemetry"
 SHARDED: Final = (BRONZE_PUSHES, BRONZE_QUOTA_SAMPLES)
 TABLES: Final = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES, CONFIG_LOG)
+
+TableVersions = dict[str, tuple[tuple[str, int], ...]]
+"""For each table that exists, its Delta tables (one per shard of a bronze table) and their versions."""
 
 EXAMPLE_QUERIES: Final = {
     "top clients by a Kafka client metric": """
@@ -91,17 +97,38 @@ ORDER BY pushes DESC
 }
 
 
-def register_views(lake: DeltaLake, data_root: str) -> list[str]:
-    """Make every existing table a view ``telemetry.<table>``; the names made."""
+def table_versions(lake: DeltaLake, data_root: str) -> TableVersions:
+    """The version of every table (of every shard) that exists now (reads the Delta logs only)."""
+    found: TableVersions = {}
+    for name in (*SHARDED, *TABLES):
+        uris = lake.shards(table_uri(data_root, name)) if name in SHARDED else [table_uri(data_root, name)]
+        versions = tuple((uri, version) for uri in uris if (version := lake.version(uri)) is not None)
+        if versions:
+            found[name] = versions
+    return found
+
+
+def register_views(lake: DeltaLake, data_root: str, only: TableVersions | None = None) -> list[str]:
+    """Make every existing table a view ``telemetry.<table>`` (only the tables of ``only``, at its
+    versions, when given); the names made."""
     made = []
     frames: dict[str, DataFrame] = {}
     for name in SHARDED:
-        shards = [lake.read(uri) for uri in lake.shards(table_uri(data_root, name))]
+        if only is not None and name not in only:
+            continue
+        shards = (
+            [lake.read(uri, version) for uri, version in only[name]]
+            if only is not None
+            else [lake.read(uri) for uri in lake.shards(table_uri(data_root, name))]
+        )
         present = [frame for frame in shards if frame is not None]
         if present:
             frames[name] = functools.reduce(DataFrame.unionByName, present)
     for name in TABLES:
-        frame = lake.read(table_uri(data_root, name))
+        if only is not None and name not in only:
+            continue
+        version = only[name][0][1] if only is not None else None
+        frame = lake.read(table_uri(data_root, name), version)
         if frame is not None:
             frames[name] = frame
     for name, frame in frames.items():

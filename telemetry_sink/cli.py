@@ -1,6 +1,6 @@
 """The ``telemetry-sink`` command line: every subcommand under one parser, each declared by its module
-in ``telemetry_sink.commands`` (``serve``, ``maintain``, ``admin``, ``loadgen``; ``rollup`` and
-``dashboard`` in ``commands.spark``), each carrying the function that runs it.
+in ``telemetry_sink.commands`` (``serve``, ``maintain``, ``admin``, ``loadgen``; ``rollup``,
+``dashboard`` and ``sql-server`` in ``commands.spark``), each carrying the function that runs it.
 
 Importing this module is cheap, and so are ``--version`` and ``--help``: a subcommand's module (the
 sink, Spark, plotly, delta-rs) is imported only when that subcommand is on the command line. The
@@ -8,9 +8,9 @@ sink, Spark, plotly, delta-rs) is imported only when that subcommand is on the c
 from the sink (its payload decoders re-import the main script): they stay small (``ingest.push.decoding``).
 
 Every subcommand takes ``--config FILE``, the sink's one YAML file (``ingest.config``): ``serve`` runs
-it, the commands that use the Delta tables (``maintain``, ``rollup``, ``dashboard``) read its
-``data_root`` and ``storage_options`` (with the ``TELEMETRY_SINK_*`` overrides), ``rollup`` and
-``dashboard`` its ``spark`` section too, ``admin`` and ``loadgen`` the sink's ports and TLS. Their own
+it, the commands that use the Delta tables (``maintain``, ``rollup``, ``dashboard``, ``sql-server``)
+read its ``data_root`` and ``storage_options`` (with the ``TELEMETRY_SINK_*`` overrides), the Spark
+commands its ``spark`` section too, ``admin`` and ``loadgen`` the sink's ports and TLS. Their own
 flags override the file. This package is the one that sees both sides (the sink and the Spark jobs),
 so it is the one that reads the file for the Spark side (``pyproject.toml``'s import contracts)."""
 
@@ -64,6 +64,12 @@ _COMMANDS: Final = {
     "dashboard": _Command(
         "spark",
         "render the Spark SQL dashboard of the rollups as one offline HTML page, or serve it",
+        lake=True,
+        spark=True,
+    ),
+    "sql-server": _Command(
+        "spark",
+        "serve the tables read-only over JDBC/ODBC (Spark's Thrift server) and Spark Connect",
         lake=True,
         spark=True,
     ),

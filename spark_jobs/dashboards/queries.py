@@ -11,6 +11,11 @@ read: the window's rows of the rollups, over the ``telemetry.<table>`` views (``
 ``run_queries`` declares the variables, sets them from a ``Window``, creates the window's views and
 runs every query. A view over a table that does not exist yet is not created, and a query that needs
 it gives no rows and names the missing tables (the page shows an empty state, not an error).
+
+``shared_views(namespace)`` gives the same window views and queries as views any session can read
+(``telemetry.dashboard_<name>``, for ``telemetry-sink sql-server``): the variables replaced by their
+defaults (the 24 hours up to the end of the current minute, the top 10, 1,000 clients), which a
+query evaluates when it runs. A session that wants another window runs the ``.sql`` files themselves.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ __all__ = [
     "query_text",
     "run_queries",
     "set_variables",
+    "shared_views",
 ]
 
 QUERY_NAMES: Final = (
@@ -57,6 +63,10 @@ WINDOW_VIEWS: Final = "window"
 MAX_LIMIT: Final = 100_000
 _TABLE: Final = re.compile(r"\btelemetry\.\w+")
 _VIEW: Final = re.compile(r"CREATE OR REPLACE TEMPORARY VIEW (\w+)")
+_DECLARE: Final = re.compile(r"DECLARE OR REPLACE VARIABLE (\w+) \w+ DEFAULT (.+)", re.DOTALL)
+SHARED_PREFIX: Final = "dashboard_"
+"""The shared views of the queries are ``<namespace>.dashboard_<query>``; the window's views keep
+their names (``dashboard_activity``, ...)."""
 
 
 @dataclass(frozen=True)
@@ -182,3 +192,48 @@ def run_queries(
             name, tuple(table.column_names), _rows(table), seconds=time.perf_counter() - started
         )
     return results
+
+
+def shared_views(namespace: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """The window's views and the named queries as global views of ``namespace`` (the session's
+    ``spark.sql.globalTempDatabase``, which Spark wants unnamed in the statement): for each view's
+    qualified name, the statement that makes it and the ``telemetry.<table>`` views it reads (through
+    the window's views too), in an order in which each view comes after those it reads."""
+    defaults = {}
+    for statement in _statements(query_text(VARIABLES)):
+        declared = _DECLARE.fullmatch(statement)
+        if declared is None:
+            raise ValueError(f"variables.sql holds a statement that is not a declaration: {statement[:60]!r}")
+        defaults[declared.group(1)] = f"({declared.group(2)})"
+    window: dict[str, tuple[str, frozenset[str]]] = {}
+    for statement in _statements(query_text(WINDOW_VIEWS)):
+        view = _VIEW.search(statement)
+        if view is None:
+            raise ValueError(f"window.sql holds a statement that is not a view: {statement[:60]!r}")
+        window[view.group(1)] = (statement[view.end() :], frozenset(_TABLE.findall(statement)))
+    names = {name: f"{namespace}.{name}" for name in window}
+    names.update(defaults)
+    word = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+
+    def shared(body: str) -> str:
+        return word.sub(lambda m: names[m.group(1)], body)
+
+    made = {
+        f"{namespace}.{name}": (
+            f"CREATE OR REPLACE GLOBAL TEMPORARY VIEW {name}{shared(body)}",
+            tables,
+        )
+        for name, (body, tables) in window.items()
+    }
+    for name in QUERY_NAMES:
+        text = query_text(name)
+        needs = set(_TABLE.findall(text)).union(
+            *(tables for view, (_, tables) in window.items() if re.search(rf"\b{view}\b", text))
+        )
+        body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+        made[f"{namespace}.{SHARED_PREFIX}{name}"] = (
+            f"CREATE OR REPLACE GLOBAL TEMPORARY VIEW {SHARED_PREFIX}{name} AS\n"
+            f"{shared(body).strip().rstrip(';')}",
+            frozenset(needs),
+        )
+    return made

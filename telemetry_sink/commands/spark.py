@@ -1,4 +1,4 @@
-"""``telemetry-sink rollup`` and ``telemetry-sink dashboard``: the Spark side's subcommands (``spark_jobs``).
+"""``telemetry-sink rollup``, ``dashboard`` and ``sql-server``: the Spark side's subcommands (``spark_jobs``).
 
 ``telemetry-sink rollup [--once | --every SECONDS] [--since TIME]`` decodes what the bronze tables
 gained and brings the gold rollups up to date (``jobs.rollup``), once or every ``SECONDS`` until
@@ -11,6 +11,13 @@ table consistent, and the next one catches up).
 dashboard (``spark_jobs.dashboards``) of a window (default: the last 24 hours) into one offline HTML
 file, or serves it, rendered again every ``--refresh`` seconds, until SIGTERM/SIGINT. A failed render is
 one line on stderr (exit 1; with ``--serve`` the previous page stays up).
+
+``telemetry-sink sql-server [--host H] [--port 10000] [--transport binary|http] [--connect-port P]``
+serves the tables read-only over JDBC/ODBC and Spark Connect (``spark_jobs.sql_server``) until
+SIGTERM/SIGINT: it says on stderr where it listens, which views it makes as tables change, and
+refresh failures (the previous views stay up); wrong settings exit 2 before Spark starts, a port it
+cannot listen on exits 1. ``--hash-password USER`` prints a password file line for the password read
+from stdin, and exits.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
     from spark_jobs.jobs.rollup import RollupReport
     from spark_jobs.lake import DeltaLake
     from spark_jobs.session import SparkSettings
+    from spark_jobs.sql_server import SqlServerSettings
 
 __all__ = ["add_arguments", "parse_since"]
 
@@ -66,8 +74,10 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
     _add_spark_options(parser)
     if command == "rollup":
         _add_rollup(parser)
-    else:
+    elif command == "dashboard":
         _add_dashboard(parser)
+    else:
+        _add_sql_server(parser)
 
 
 def _add_spark_options(parser: argparse.ArgumentParser) -> None:
@@ -403,3 +413,171 @@ def _serve_dashboard(
     spark.sparkContext.cancelAllJobs()  # a render in progress ends now, not at its last query
     server.stop()
     return 0
+
+
+def _add_sql_server(server: argparse.ArgumentParser) -> None:
+    from spark_jobs.sql_server import (  # noqa: PLC0415 - see add_arguments
+        DEFAULT_CONNECT_PORT,
+        DEFAULT_HEALTH_PORT,
+        DEFAULT_PORT,
+        SqlServerSettings,
+    )
+
+    defaults = SqlServerSettings()
+    server.description = (
+        "Serve every table (telemetry.<table>) and the dashboard's named queries "
+        "(telemetry.dashboard_<query>) read-only over JDBC/ODBC (Spark's Thrift server, the HiveServer2 "
+        "protocol) and, with --connect-port, Spark Connect. New Delta versions become visible within "
+        "--refresh seconds. Loopback only unless --host says otherwise, which needs --password-file."
+    )
+    server.add_argument("--host", default=defaults.host, help="address to listen on (default: 127.0.0.1)")
+    server.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"JDBC/ODBC port (default: {DEFAULT_PORT})"
+    )
+    server.add_argument(
+        "--transport",
+        choices=("binary", "http"),
+        default=defaults.transport,
+        help="the Thrift transport: binary (HiveServer2's default) or http (default: binary)",
+    )
+    server.add_argument(
+        "--http-path", default=defaults.http_path, help="the HTTP transport's path (default: cliservice)"
+    )
+    server.add_argument(
+        "--health-port",
+        type=int,
+        default=DEFAULT_HEALTH_PORT,
+        help=f"GET /healthz on --host (default: {DEFAULT_HEALTH_PORT})",
+    )
+    server.add_argument(
+        "--connect-port",
+        type=int,
+        nargs="?",
+        const=DEFAULT_CONNECT_PORT,
+        metavar="PORT",
+        help=f"also serve Spark Connect (PORT default: {DEFAULT_CONNECT_PORT}); for trusted users only",
+    )
+    server.add_argument(
+        "--connect-host", default=defaults.connect_host, help="Spark Connect's address (default: 127.0.0.1)"
+    )
+    server.add_argument(
+        "--connect-token-file",
+        type=Path,
+        metavar="FILE",
+        help="Spark Connect's pre-shared token (clients send it as a bearer token); needed beyond loopback",
+    )
+    server.add_argument(
+        "--password-file",
+        type=Path,
+        metavar="FILE",
+        help="lines user:pbkdf2_sha256$... (see --hash-password); required beyond loopback",
+    )
+    server.add_argument("--tls-cert", type=Path, metavar="PEM", help="TLS certificate chain (PEM)")
+    server.add_argument("--tls-key", type=Path, metavar="PEM", help="TLS private key (PEM, unencrypted)")
+    server.add_argument(
+        "--refresh",
+        type=float,
+        default=defaults.refresh_s,
+        metavar="SECONDS",
+        help=f"look for new Delta versions every SECONDS (default: {defaults.refresh_s:g})",
+    )
+    server.add_argument(
+        "--query-timeout",
+        type=float,
+        default=defaults.query_timeout_s,
+        metavar="SECONDS",
+        help="cancel a statement this long after its first Spark job "
+        f"(default: {defaults.query_timeout_s:g})",
+    )
+    server.add_argument(
+        "--max-result-rows",
+        type=int,
+        default=defaults.max_result_rows,
+        metavar="ROWS",
+        help=f"a query's result holds at most ROWS rows (default: {defaults.max_result_rows})",
+    )
+    server.add_argument(
+        "--hash-password",
+        metavar="USER",
+        help="print a --password-file line for USER with the password read from stdin, and exit",
+    )
+    server.set_defaults(run=_sql_server)
+
+
+def _sql_server_settings(args: argparse.Namespace) -> SqlServerSettings:
+    from spark_jobs.sql_server import SqlServerSettings  # noqa: PLC0415 - see add_arguments
+
+    return SqlServerSettings(
+        host=args.host,
+        port=args.port,
+        transport=args.transport,
+        http_path=args.http_path,
+        health_port=args.health_port,
+        connect_port=args.connect_port,
+        connect_host=args.connect_host,
+        connect_token_file=args.connect_token_file,
+        password_file=args.password_file,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        refresh_s=args.refresh,
+        query_timeout_s=args.query_timeout,
+        max_result_rows=args.max_result_rows,
+    )
+
+
+def _sql_server(args: argparse.Namespace) -> int:
+    import os  # noqa: PLC0415 - see add_arguments
+
+    from spark_jobs.sql_server import (  # noqa: PLC0415 - see add_arguments
+        SqlServer,
+        hash_password,
+        settings_conflicts,
+        spark_conf,
+        spark_environment,
+    )
+
+    def say(message: str) -> None:
+        print(f"telemetry-sink sql-server: {message}", file=sys.stderr, flush=True)
+
+    if args.hash_password is not None:
+        password = sys.stdin.readline().rstrip("\n")
+        if not password or ":" in args.hash_password:
+            say("--hash-password needs a user name without ':' and a password on stdin")
+            return 2
+        print(f"{args.hash_password}:{hash_password(password)}")
+        return 0
+    settings = _sql_server_settings(args)
+    problems = settings.problems() + settings_conflicts(dict(args.conf))
+    if problems:
+        say("; ".join(problems))
+        return 2
+    args.conf = [*args.conf, *spark_conf(settings).items()]
+    spark_settings = _spark_settings(args, "sql-server")
+    if spark_settings is None:
+        return 2
+    os.environ.update(spark_environment(settings))
+    stop = _stop_on_signals("sql-server", "stopping")
+    spark, lake = _open_lake(args, spark_settings)
+    server = SqlServer(spark, lake, args.data_root, settings, say=say)
+    try:
+        try:
+            server.start()
+        except Exception as exc:  # a port in use, a missing jar, a bad keystore: said, exit 1
+            log.debug("sql-server start failed", exc_info=True)
+            say(f"cannot start: {_first_line(exc)}")
+            return 1
+        scheme = "http" if settings.transport == "http" else "binary"
+        say(
+            f"serving {len(server.views)} views over JDBC/ODBC ({scheme}) on {settings.host}:{settings.port}"
+            + (
+                f", Spark Connect on {settings.connect_host}:{settings.connect_port}"
+                if settings.connect_port
+                else ""
+            )
+            + f", health on http://{settings.host}:{server.health_port}/healthz"
+        )
+        stop.wait()
+        return 0
+    finally:
+        server.stop()
+        spark.stop()

@@ -21,6 +21,7 @@ from ingest.config import KafkaListenerConfig, ServerConfig, SinkConfig
 from ingest.limits import RequestLimits
 from ingest.server import shutdown_budget_s
 from telemetry_sink.cli import build_parser
+from telemetry_sink.commands.spark import _sql_server_settings as sql_server_settings
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.helm
@@ -28,6 +29,27 @@ CHART = REPO / "helm" / "telemetry-sink"
 KUBERNETES = ("1.25", "1.37")
 """The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest with schemas."""
 RWX = {"storage": {"pvc": {"accessModes": ["ReadWriteMany"]}}}
+SQL = {"sqlServer": {"enabled": True, "auth": {"existingSecret": "sql-passwords"}}}
+SQL_EVERYTHING = {
+    "sqlServer": {
+        "enabled": True,
+        "auth": {"existingSecret": "sql-passwords", "passwordFileKey": "users"},
+        "tls": {"existingSecret": "sql-tls"},
+        "connect": {"enabled": True, "tokenSecret": "sql-connect", "tokenKey": "connect-token"},
+        "transport": "http",
+        "sparkConf": {"spark.driver.memory": "3g"},
+        "networkPolicy": {"allowedFrom": [{"podSelector": {"matchLabels": {"app": "superset"}}}]},
+    },
+    "networkPolicy": {"enabled": True},
+    "storage": {
+        "type": "objectStore",
+        "objectStore": {
+            "uri": "s3://telemetry/sink",
+            "storageOptions": {"AWS_REGION": "eu-west-1"},
+            "existingSecret": "sink-s3",
+        },
+    },
+}
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "tls": {
@@ -76,6 +98,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "maxConnections": 10000,
         },
     },
+    "sql server": SQL,
+    "sql server with everything": SQL_EVERYTHING,
 }
 
 
@@ -521,6 +545,14 @@ def test_helm_test_pushes_one_sample_through_the_service() -> None:
         ({"kafkaListener": {"maxConnections": 0}}, "at '/kafkaListener/maxConnections'"),
         ({"kafkaListener": {"socketRequestMaxBytes": 2**31}}, "at '/kafkaListener/socketRequestMaxBytes'"),
         ({"kafkaListener": {"advertisdHost": "k"}}, "additional properties 'advertisdHost' not allowed"),
+        ({"sqlServer": {"transport": "grpc"}}, "at '/sqlServer/transport'"),
+        ({"sqlServer": {"port": 70000}}, "at '/sqlServer/port': maximum"),
+        ({"sqlServer": {"connect": {"port": 0}}}, "at '/sqlServer/connect/port': minimum"),
+        ({"sqlServer": {"maxResultRows": 0}}, "at '/sqlServer/maxResultRows': minimum"),
+        ({"sqlServer": {"refreshSeconds": 0}}, "at '/sqlServer/refreshSeconds'"),
+        ({"sqlServer": {"sparkConf": {"driver.memory": "4g"}}}, "'driver.memory' does not match pattern"),
+        ({"sqlServer": {"auth": {"passwordFileKey": ""}}}, "at '/sqlServer/auth/passwordFileKey'"),
+        ({"sqlServer": {"replicas": 2}}, "additional properties 'replicas' not allowed"),
     ],
 )
 def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) -> None:
@@ -567,6 +599,15 @@ def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) ->
             {"kafkaListener": {"enabled": True, "port": 9092}, "service": {"grpcPort": 9092}},
             "kafkaListener.port must differ",
         ),
+        # the SQL server listens beyond loopback: the command refuses to start without these
+        ({"sqlServer": {"enabled": True}}, "sqlServer.enabled: set sqlServer.auth.existingSecret"),
+        (_merge(SQL, {"sqlServer": {"connect": {"enabled": True}}}), "set sqlServer.connect.tokenSecret"),
+        (_merge(SQL, {"sqlServer": {"healthPort": 10000}}), "sqlServer.port, sqlServer.healthPort and"),
+        (
+            _merge(SQL, {"sqlServer": {"connect": {"enabled": True, "tokenSecret": "t", "port": 10002}}}),
+            "sqlServer.port, sqlServer.healthPort and sqlServer.connect.port must differ",
+        ),
+        (_merge(SQL, {"sqlServer": {"sparkConf": {"spark.ui.enabled": "true"}}}), "spark.ui.enabled true"),
     ],
 )
 def test_contradictory_values_fail_with_the_reason(values: dict[str, Any], error: str) -> None:
@@ -657,3 +698,202 @@ def test_large_numbers_render_as_integers() -> None:
 def test_a_load_balancer_keeps_the_clients_addresses() -> None:
     assert one(VARIANTS["everything"], "Service")["spec"]["externalTrafficPolicy"] == "Local"
     assert "externalTrafficPolicy" not in one({}, "Service")["spec"]
+
+
+def sql_server_pod(values: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(one(values, "Deployment", "ts-telemetry-sink-sql")["spec"]["template"]["spec"])
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_the_sql_server_renders_nothing_by_default() -> None:
+    for values in (
+        {},
+        {"networkPolicy": {"enabled": True}},
+        {"sqlServer": {"auth": {"existingSecret": "s"}}},
+    ):
+        rendered = [m["metadata"]["name"] for m in manifests(values)]
+        assert not [name for name in rendered if name.endswith("-sql")], values
+
+
+@pytest.mark.parametrize("kubernetes", KUBERNETES)
+def test_an_enabled_sql_server_with_a_password_secret_is_a_valid_deployment_service_and_network_policy(
+    kubernetes: str,
+) -> None:
+    values = _merge(SQL, {"networkPolicy": {"enabled": True}})
+    report = helm.lint(str(CHART), values, strict=True, namespace="telemetry")
+    assert report["errors"] == []
+    sql = [m for m in manifests(values) if m["metadata"]["name"] == "ts-telemetry-sink-sql"]
+    assert sorted(m["kind"] for m in sql) == ["Deployment", "NetworkPolicy", "Service"]
+    for manifest in sql:
+        assert manifest["metadata"]["labels"]["app.kubernetes.io/component"] == "sql-server"
+        kubernetes_validate.validate(manifest, kubernetes, strict=True)
+    assert one(values, "Deployment", "ts-telemetry-sink-sql")["spec"]["replicas"] == 1
+    without_policies = [m["kind"] for m in manifests(SQL) if m["metadata"]["name"] == "ts-telemetry-sink-sql"]
+    assert sorted(without_policies) == ["Deployment", "Service"]
+
+
+def test_the_sql_server_listens_on_all_addresses_only_behind_the_mounted_password_file(
+    tmp_path: Path,
+) -> None:
+    pod = sql_server_pod(SQL)
+    [server] = pod["containers"]
+    args = server["args"]
+    assert args[0] == "sql-server"
+    assert flag(args, "--host") == "0.0.0.0"
+    assert flag(args, "--password-file") == "/etc/telemetry-sink/sql-server/passwords"
+    mounts = {m["name"]: m for m in server["volumeMounts"]}
+    assert mounts["sql-auth"] == {
+        "name": "sql-auth",
+        "mountPath": "/etc/telemetry-sink/sql-server",
+        "readOnly": True,
+    }
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["sql-auth"]["secret"] == {
+        "secretName": "sql-passwords",
+        "items": [{"key": "passwords", "path": "passwords"}],
+    }
+    # the flags satisfy the command's own checks once the Secret's file is where the pod mounts it
+    (tmp_path / "sql-server").mkdir()
+    (tmp_path / "sql-server" / "passwords").write_text("analyst:pbkdf2_sha256$1$s$h\n")
+    parsed = build_parser().parse_args([a.replace("/etc/telemetry-sink/", f"{tmp_path}/") for a in args])
+    settings = sql_server_settings(parsed)
+    assert settings.problems() == []
+    assert (settings.port, settings.health_port, settings.transport) == (10000, 10002, "binary")
+    assert (settings.refresh_s, settings.query_timeout_s, settings.max_result_rows) == (30, 300, 100000)
+    assert settings.connect_port is None
+    assert settings.tls_cert is None
+
+
+def test_the_sql_server_reads_the_tables_where_the_rollup_does_with_its_own_spark_settings() -> None:
+    for values in (SQL, SQL_EVERYTHING):
+        [server] = sql_server_pod(values)["containers"]
+        rollup = one(values, "CronJob", "ts-telemetry-sink-rollup")["spec"]["jobTemplate"]["spec"]["template"]
+        [job] = rollup["spec"]["containers"]
+        for name in ("--data-root", "--storage-option"):
+            assert (name in server["args"]) == (name in job["args"])
+            if name in job["args"]:
+                assert flag(server["args"], name) == flag(job["args"], name)
+        assert server.get("envFrom") == job.get("envFrom")
+        assert {m["mountPath"] for m in server["volumeMounts"]} >= {
+            m["mountPath"] for m in job["volumeMounts"]
+        }
+    [server] = sql_server_pod(SQL_EVERYTHING)["containers"]
+    assert server["envFrom"] == [{"secretRef": {"name": "sink-s3"}}]
+    assert flag(server["args"], "--master") == "local[2]"
+    assert flag(server["args"], "--conf") == "spark.driver.memory=3g"
+    assert server["resources"] == {"requests": {"cpu": "2", "memory": "6Gi"}, "limits": {"memory": "6Gi"}}
+
+
+def test_the_sql_servers_probes_get_healthz_on_the_health_port_and_it_runs_as_an_sre_expects() -> None:
+    pod = sql_server_pod(_merge(SQL, {"sqlServer": {"healthPort": 10012}}))
+    [server] = pod["containers"]
+    assert flag(server["args"], "--health-port") == "10012"
+    assert {"name": "health", "containerPort": 10012, "protocol": "TCP"} in server["ports"]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert server[probe]["httpGet"] == {"path": "/healthz", "port": "health", "scheme": "HTTP"}, probe
+    startup = server["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 120  # Spark takes 20-40 s to start
+    assert server["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "tmp", "mountPath": "/tmp"} in server["volumeMounts"]  # Spark's scratch space, Derby
+    assert {"name": "tmp", "emptyDir": {}} in pod["volumes"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["terminationGracePeriodSeconds"] == 60
+    assert pod["affinity"]["podAffinity"]  # beside the front end: they share a ReadWriteOnce volume
+    assert "affinity" not in sql_server_pod(SQL_EVERYTHING)  # an object store: anywhere
+
+
+def test_sql_server_tls_and_spark_connect_add_their_flags_mounts_and_ports(tmp_path: Path) -> None:
+    pod = sql_server_pod(SQL_EVERYTHING)
+    [server] = pod["containers"]
+    args = server["args"]
+    assert flag(args, "--password-file") == "/etc/telemetry-sink/sql-server/users"
+    assert flag(args, "--tls-cert") == "/etc/telemetry-sink/sql-server-tls/tls.crt"
+    assert flag(args, "--tls-key") == "/etc/telemetry-sink/sql-server-tls/tls.key"
+    assert flag(args, "--connect-port") == "15002"
+    assert flag(args, "--connect-host") == "0.0.0.0"
+    assert flag(args, "--connect-token-file") == "/etc/telemetry-sink/sql-server-connect/connect-token"
+    assert (flag(args, "--transport"), flag(args, "--http-path")) == ("http", "cliservice")
+    mounts = {
+        m["name"]: (m["mountPath"], m["readOnly"]) for m in server["volumeMounts"] if m["name"] != "tmp"
+    }
+    assert mounts == {
+        "sql-auth": ("/etc/telemetry-sink/sql-server", True),
+        "sql-tls": ("/etc/telemetry-sink/sql-server-tls", True),
+        "sql-connect": ("/etc/telemetry-sink/sql-server-connect", True),
+    }
+    secrets = {v["name"]: v["secret"] for v in pod["volumes"] if "secret" in v}
+    assert secrets["sql-tls"]["secretName"] == "sql-tls"
+    assert secrets["sql-connect"] == {
+        "secretName": "sql-connect",
+        "items": [{"key": "connect-token", "path": "connect-token"}],
+    }
+    assert [p["name"] for p in server["ports"]] == ["jdbc", "spark-connect", "health"]
+    service = one(SQL_EVERYTHING, "Service", "ts-telemetry-sink-sql")["spec"]
+    assert [(p["name"], p["port"], p["targetPort"]) for p in service["ports"]] == [
+        ("jdbc", 10000, "jdbc"),
+        ("spark-connect", 15002, "spark-connect"),
+    ]
+    # the command's own checks pass with the Secrets' files where the pod mounts them
+    for mounted in ("sql-server/users", "sql-server-tls/tls.crt", "sql-server-tls/tls.key"):
+        (tmp_path / mounted).parent.mkdir(exist_ok=True)
+        (tmp_path / mounted).write_text("")
+    (tmp_path / "sql-server-connect").mkdir()
+    (tmp_path / "sql-server-connect" / "connect-token").write_text("t0ken\n")
+    parsed = build_parser().parse_args([a.replace("/etc/telemetry-sink/", f"{tmp_path}/") for a in args])
+    settings = sql_server_settings(parsed)
+    assert settings.problems() == []
+    assert (settings.connect_port, settings.connect_host) == (15002, "0.0.0.0")
+    # without either: no flag, no mount, no port
+    [plain] = sql_server_pod(SQL)["containers"]
+    assert not {"--tls-cert", "--tls-key", "--connect-port", "--connect-token-file", "--http-path"} & set(
+        plain["args"]
+    )
+    assert {m["name"] for m in plain["volumeMounts"]} == {"tmp", "data", "sql-auth"}
+    assert [p["name"] for p in plain["ports"]] == ["jdbc", "health"]
+
+
+def test_the_sql_service_exposes_jdbc_only_and_the_front_end_objects_do_not_select_the_sql_server() -> None:
+    service = one(SQL, "Service", "ts-telemetry-sink-sql")["spec"]
+    assert service["type"] == "ClusterIP"
+    assert [(p["name"], p["port"]) for p in service["ports"]] == [("jdbc", 10000)]  # no health port
+    assert service["selector"]["app.kubernetes.io/component"] == "sql-server"
+    pod_labels = one(SQL, "Deployment", "ts-telemetry-sink-sql")["spec"]["template"]["metadata"]["labels"]
+    assert service["selector"].items() <= pod_labels.items()
+    frontend = one(SQL, "Service", "ts-telemetry-sink")["spec"]["selector"]
+    assert not frontend.items() <= pod_labels.items()
+    assert (
+        not one(SQL, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    )
+
+
+def test_the_sql_servers_network_policy_lets_in_only_its_client_ports_from_the_allowed_peers() -> None:
+    policy = one(SQL_EVERYTHING, "NetworkPolicy", "ts-telemetry-sink-sql")["spec"]
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "sql-server"
+    assert policy["policyTypes"] == ["Ingress"]
+    [rule] = policy["ingress"]
+    assert [p["port"] for p in rule["ports"]] == ["jdbc", "spark-connect"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"app": "superset"}}}]
+    [anywhere] = one(
+        _merge(SQL, {"networkPolicy": {"enabled": True}}), "NetworkPolicy", "ts-telemetry-sink-sql"
+    )["spec"]["ingress"]
+    assert anywhere == {"ports": [{"port": "jdbc", "protocol": "TCP"}]}  # empty allowedFrom: from anywhere
+    frontend = one(SQL_EVERYTHING, "NetworkPolicy", "ts-telemetry-sink")["spec"]
+    assert frontend["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "frontend"
+
+
+def test_the_notes_say_how_to_reach_the_sql_server_when_it_is_enabled() -> None:
+    def notes(values: Mapping[str, Any]) -> str:
+        with helm.Chart.load(str(CHART)) as chart:
+            rendered = chart.render(dict(values), name="ts", namespace="telemetry")
+        [text] = [text for path, text in rendered.items() if path.endswith("NOTES.txt")]
+        return str(text)
+
+    assert "sql" not in notes({}).lower()
+    text = notes(SQL)
+    assert "port-forward svc/ts-telemetry-sink-sql 10000" in text
+    assert "jdbc:hive2://localhost:10000/default" in text
+    assert "telemetry.<table>" in text

@@ -41,6 +41,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: frontend
 {{- end }}
 
+{{/* The SQL server's pods. */}}
+{{- define "telemetry-sink.sqlServerSelectorLabels" -}}
+{{ include "telemetry-sink.selectorLabels" . }}
+app.kubernetes.io/component: sql-server
+{{- end }}
+
 {{- define "telemetry-sink.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "telemetry-sink.fullname" .) .Values.serviceAccount.name }}
@@ -115,6 +121,27 @@ exit, rounded up to whole seconds. */}}
 {{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
+{{- end }}
+{{- with .Values.sqlServer }}
+{{- if .enabled }}
+{{- if not .auth.existingSecret }}
+{{- fail "sqlServer.enabled: set sqlServer.auth.existingSecret to a Secret holding the password file (telemetry-sink sql-server --hash-password USER): the server listens on 0.0.0.0, beyond loopback, and refuses to start without one" }}
+{{- end }}
+{{- if and .connect.enabled (not .connect.tokenSecret) }}
+{{- fail "sqlServer.connect.enabled: set sqlServer.connect.tokenSecret to a Secret holding Spark Connect's pre-shared token: it listens on 0.0.0.0, beyond loopback, and refuses to start without one" }}
+{{- end }}
+{{- $ports := list (int .port) (int .healthPort) }}
+{{- if .connect.enabled }}{{ $ports = append $ports (int .connect.port) }}{{ end }}
+{{- if ne (len $ports) (len (uniq $ports)) }}
+{{- fail "sqlServer.port, sqlServer.healthPort and sqlServer.connect.port must differ" }}
+{{- end }}
+{{- if eq (lower (toString (index .sparkConf "spark.ui.enabled" | default "false"))) "true" }}
+{{- fail "sqlServer.sparkConf: spark.ui.enabled true is refused by telemetry-sink sql-server (the Spark UI would show every client's queries)" }}
+{{- end }}
+{{- if eq (lower (toString (index .sparkConf "spark.sql.hive.thriftServer.singleSession" | default "false"))) "true" }}
+{{- fail "sqlServer.sparkConf: spark.sql.hive.thriftServer.singleSession true is refused by telemetry-sink sql-server (clients would share views)" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if and .Values.kafkaListener.enabled (has (int .Values.kafkaListener.port) (list 4317 4318 (int .Values.service.grpcPort) (int .Values.service.httpPort))) }}
 {{- fail "kafkaListener.port must differ from the gRPC and HTTP ports (4317, 4318 on the pods; service.grpcPort and service.httpPort on the Service)" }}
