@@ -278,9 +278,7 @@ class SqlServer:
         refresh loop). Raises RuntimeError when the guard is not on the session's classpath."""
         jvm = self.spark.sparkContext._jvm
         assert jvm is not None
-        if self.spark.conf.get("spark.sql.extensions", "") is None or GUARD not in str(
-            self.spark.conf.get("spark.sql.extensions", "")
-        ):
+        if GUARD not in (self.spark.conf.get("spark.sql.extensions", "") or ""):
             raise RuntimeError(f"the session was not built with {GUARD} (spark_conf)")
         if not JAR.is_file():
             raise RuntimeError(
@@ -294,7 +292,7 @@ class SqlServer:
         self.refresh()
         # the Thrift server's Hive client boots an embedded Derby, which would write derby.log here
         jvm.java.lang.System.setProperty("derby.stream.error.file", os.devnull)
-        self._configure_authentication(jvm)
+        self._configure_security(jvm)
         sc = self.spark.sparkContext._jsc.sc()
         self._timeout = jvm.telemetry.sink.QueryTimeout(sc, int(self.settings.query_timeout_s * 1000))
         sc.addSparkListener(self._timeout)
@@ -310,7 +308,8 @@ class SqlServer:
             thread.start()
         self.serving = True
 
-    def _configure_authentication(self, jvm: Any) -> None:
+    def _configure_security(self, jvm: Any) -> None:
+        """The password check and TLS, where the Thrift server reads them when it starts."""
         settings = self.settings
         system = jvm.java.lang.System
         if settings.password_file is not None:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,7 +36,7 @@ from quotas import ClientQuotaEntity
 from spark_jobs.dashboards.queries import QUERY_NAMES, SHARED_PREFIX, Window, run_queries, shared_views
 from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
-from spark_jobs.sql_server import SqlServerSettings, hash_password
+from spark_jobs.sql_server import SqlServer, SqlServerSettings, hash_password
 from spark_jobs.views import register_views
 from tests.support.certificates import self_signed
 from tests.support.fleet import context, kafka_pushes, land, land_quota_samples
@@ -428,6 +429,31 @@ def test_a_rollup_that_commits_while_the_server_runs_is_visible_within_the_refre
     assert isinstance(pushes_before, int)
     assert pushes_after == pushes_before + len(late)  # a new replica's shard of the bronze table
     assert server.health()["last_error"] is None
+
+
+@pytest.mark.spark
+def test_a_refresh_makes_only_committed_data_visible_and_a_failed_one_keeps_the_views(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    root = str(tmp_path)
+    land(kafka_pushes(clients=2, pushes=2, start_ms=_now_minute_ms() - 5 * 60_000), root)
+    run_rollup(DeltaLake(spark), root)
+    server = SqlServer(spark, DeltaLake(spark), root, SqlServerSettings())
+    assert "telemetry.metric_points" in server.refresh()
+    points = spark.table("telemetry.metric_points").count()
+    # a writer that died before its commit leaves a data file the Delta log does not name
+    orphan = next(Path(root, "metric_points").rglob("*.parquet"))
+    shutil.copy(orphan, orphan.with_name("part-uncommitted.parquet"))
+    assert server.refresh() == []  # no table has a new version: nothing is made again
+    assert spark.table("telemetry.metric_points").count() == points
+    # a table whose log cannot be read: the refresh fails, says why, and the views stay
+    log = Path(root, "rollup_client_1m", "_delta_log")
+    next_commit = 1 + max(int(f.stem) for f in log.glob("*.json"))
+    (log / f"{next_commit:020d}.json").write_text("not a Delta commit\n")
+    assert server.refresh() == []
+    assert server.last_error is not None
+    assert spark.table("telemetry.rollup_client_1m").count() > 0
+    assert server.health()[1]["last_error"] == server.last_error
 
 
 # -- authentication, TLS, HTTP transport, timeout, stop -----------------------------------------------
