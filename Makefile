@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 COMPILED := $(wildcard quotas/*.py)  # setup.py compiles some of them with mypyc
 JVM := spark_jobs/jvm.py $(wildcard spark_jobs/java/telemetry/sink/*.java)  # the JVM decoder's jar
 
-.PHONY: setup browser test lint typecheck unit run bench proto clean
+.PHONY: setup browser ldap test lint typecheck unit run bench proto clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml setup.py scripts/setup.sh $(COMPILED) $(JVM)
 browser:
 	bash scripts/browser.sh
 
+# The SQL server's LDAP test's OpenLDAP server (Debian's slapd; installed when missing and we are root)
+ldap:
+	bash scripts/ldap.sh
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -32,7 +36,7 @@ typecheck: setup
 
 # Two processes: the Spark tests start their JVM in a process where no gRPC test has run (spawning the
 # JVM from a process with live gRPC threads failed now and then). Together they are every test.
-unit: setup browser
+unit: setup browser ldap
 	$(BIN)/pytest -m "not spark"
 	$(BIN)/pytest -m spark
 

@@ -15,10 +15,11 @@ One Spark application (``SqlServer``) serves:
   settings, files by path, code); results hold at most ``max_result_rows`` rows; a statement is
   cancelled ``query_timeout_s`` after its first Spark job (``telemetry.sink.QueryTimeout``, which no
   client setting changes);
-- **authentication**: none on loopback; beyond loopback a password file is required (the Thrift
-  server's ``CUSTOM`` authentication with ``telemetry.sink.PasswordFileAuthenticator``: SASL PLAIN over
-  the binary transport, HTTP basic over the HTTP one). Lines ``user:pbkdf2_sha256$iterations$salt$hash``
-  (``hash_password`` makes one);
+- **authentication**: none on loopback; beyond loopback a password file or LDAP is required (SASL
+  PLAIN over the binary transport, HTTP basic over the HTTP one). The password file is the Thrift
+  server's ``CUSTOM`` authentication with ``telemetry.sink.PasswordFileAuthenticator``, lines
+  ``user:pbkdf2_sha256$iterations$salt$hash`` (``hash_password`` makes one); LDAP is Hive's own,
+  a bind as ``uid=<user>,<base DN>``;
 - **TLS**: a PEM certificate chain and key, turned into a PKCS #12 keystore (in a private temporary
   folder, removed on stop) for the Thrift server;
 - **health**: ``GET /healthz`` on ``health_port`` (200 once serving, 503 before; with the number of
@@ -51,6 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from spark_jobs.dashboards.queries import shared_views
@@ -111,11 +113,20 @@ class SqlServerSettings:
     connect_host: str = "127.0.0.1"
     connect_token_file: Path | None = None
     password_file: Path | None = None
+    ldap_url: str | None = None
+    ldap_base_dn: str | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
     refresh_s: float = 30.0
     query_timeout_s: float = 300.0
     max_result_rows: int = 100_000
+
+    @property
+    def authentication(self) -> str:
+        """The Thrift server's ``hive.server2.authentication``."""
+        if self.ldap_url is not None:
+            return "LDAP"
+        return "NONE" if self.password_file is None else "CUSTOM"
 
     def problems(self) -> list[str]:
         """Every problem at once (empty when fine)."""
@@ -134,10 +145,18 @@ class SqlServerSettings:
             found.append("--query-timeout must be positive")
         if not 1 <= self.max_result_rows <= 2**31 - 1:
             found.append(f"--max-result-rows must be between 1 and {2**31 - 1}, got {self.max_result_rows}")
-        if self.password_file is None and not _is_loopback(self.host):
+        if self.password_file is None and self.ldap_url is None and not _is_loopback(self.host):
             found.append(
-                f"listening on {self.host} (beyond loopback) needs --password-file: anyone who "
-                "reaches the port could read every table"
+                f"listening on {self.host} (beyond loopback) needs --password-file or --ldap-url: "
+                "anyone who reaches the port could read every table"
+            )
+        if self.password_file is not None and self.ldap_url is not None:
+            found.append("--password-file and --ldap-url are two ways to check passwords: give one")
+        if (self.ldap_url is None) != (self.ldap_base_dn is None):
+            found.append("--ldap-url and --ldap-base-dn go together")
+        if self.ldap_url is not None and not self.ldap_url.startswith(("ldap://", "ldaps://")):
+            found.append(
+                f"--ldap-url must be ldap://HOST[:PORT] or ldaps://HOST[:PORT], not {self.ldap_url!r}"
             )
         if (
             self.connect_port is not None
@@ -174,7 +193,7 @@ def spark_conf(settings: SqlServerSettings) -> dict[str, str]:
         "hive.server2.thrift.port": str(settings.port),
         "hive.server2.thrift.http.port": str(settings.port),
         "hive.server2.thrift.http.path": settings.http_path,
-        "hive.server2.authentication": "NONE" if settings.password_file is None else "CUSTOM",
+        "hive.server2.authentication": settings.authentication,
         "hive.server2.enable.doAs": "false",
     }
     conf = {f"spark.hadoop.{key}": value for key, value in hive.items()}
@@ -288,7 +307,11 @@ class SqlServer:
         jvm.telemetry.sink.SqlGuard.configure(
             self.spark._jsparkSession, self.settings.max_result_rows, NAMESPACE
         )
-        self._health = self._health_server()
+        self._health = self._health_server()  # 503 until the end of start
+        self._threads = [
+            threading.Thread(target=self._health.serve_forever, name="sql-server-health", daemon=True)
+        ]
+        self._threads[0].start()
         self.refresh()
         # the Thrift server's Hive client boots an embedded Derby, which would write derby.log here
         jvm.java.lang.System.setProperty("derby.stream.error.file", os.devnull)
@@ -297,15 +320,18 @@ class SqlServer:
         self._timeout = jvm.telemetry.sink.QueryTimeout(sc, int(self.settings.query_timeout_s * 1000))
         sc.addSparkListener(self._timeout)
         thriftserver = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
-        self._thrift = thriftserver.startWithContext(self.spark._jsparkSession.sqlContext())
-        if self.settings.connect_port is not None:
-            jvm.org.apache.spark.sql.connect.service.SparkConnectService.start(sc)
-        self._threads = [
-            threading.Thread(target=self._health.serve_forever, name="sql-server-health", daemon=True),
-            threading.Thread(target=self._refresh_loop, name="sql-server-refresh", daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
+        try:
+            self._thrift = thriftserver.startWithContext(self.spark._jsparkSession.sqlContext())
+            if self.settings.connect_port is not None:
+                jvm.org.apache.spark.sql.connect.service.SparkConnectService.start(sc)
+        except Py4JJavaError as exc:  # a port in use, a bad keystore: the JVM's innermost reason
+            cause = exc.java_exception
+            while cause.getCause() is not None:
+                cause = cause.getCause()
+            raise RuntimeError(str(cause.toString())) from exc
+        refresh = threading.Thread(target=self._refresh_loop, name="sql-server-refresh", daemon=True)
+        self._threads.append(refresh)
+        refresh.start()
         self.serving = True
 
     def _configure_security(self, jvm: Any) -> None:
@@ -317,6 +343,10 @@ class SqlServer:
             system.setProperty("hive.server2.custom.authentication.class", _AUTHENTICATOR)
             # absolute, not resolved: a Kubernetes Secret volume swaps a symlink when the Secret changes
             system.setProperty(PASSWORD_FILE_PROPERTY, str(settings.password_file.absolute()))
+        if settings.ldap_url is not None and settings.ldap_base_dn is not None:
+            # Hive's LDAP check binds as uid=<user>,<base DN> with the client's password
+            system.setProperty("hive.server2.authentication.ldap.url", settings.ldap_url)
+            system.setProperty("hive.server2.authentication.ldap.baseDN", settings.ldap_base_dn)
         if settings.tls_cert is not None and settings.tls_key is not None:
             self._keystore = _Keystore(settings.tls_cert, settings.tls_key)
             hadoop = self.spark.sparkContext._jsc.hadoopConfiguration()

@@ -470,7 +470,18 @@ def _add_sql_server(server: argparse.ArgumentParser) -> None:
         "--password-file",
         type=Path,
         metavar="FILE",
-        help="lines user:pbkdf2_sha256$... (see --hash-password); required beyond loopback",
+        help="lines user:pbkdf2_sha256$... (see --hash-password); this or --ldap-url is required "
+        "beyond loopback",
+    )
+    server.add_argument(
+        "--ldap-url",
+        metavar="URL",
+        help="check passwords by an LDAP bind instead (ldap:// or ldaps://HOST[:PORT])",
+    )
+    server.add_argument(
+        "--ldap-base-dn",
+        metavar="DN",
+        help="with --ldap-url: users bind as uid=USER,DN (e.g. ou=people,dc=example,dc=org)",
     )
     server.add_argument("--tls-cert", type=Path, metavar="PEM", help="TLS certificate chain (PEM)")
     server.add_argument("--tls-key", type=Path, metavar="PEM", help="TLS private key (PEM, unencrypted)")
@@ -517,6 +528,8 @@ def _sql_server_settings(args: argparse.Namespace) -> SqlServerSettings:
         connect_host=args.connect_host,
         connect_token_file=args.connect_token_file,
         password_file=args.password_file,
+        ldap_url=args.ldap_url,
+        ldap_base_dn=args.ldap_base_dn,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         refresh_s=args.refresh,

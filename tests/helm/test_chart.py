@@ -30,6 +30,13 @@ KUBERNETES = ("1.25", "1.37")
 """The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest with schemas."""
 RWX = {"storage": {"pvc": {"accessModes": ["ReadWriteMany"]}}}
 SQL = {"sqlServer": {"enabled": True, "auth": {"existingSecret": "sql-passwords"}}}
+SQL_LDAP = {
+    "sqlServer": {
+        "enabled": True,
+        "auth": {"ldap": {"url": "ldaps://ldap.example.org:636", "baseDN": "ou=people,dc=example,dc=org"}},
+    },
+    "networkPolicy": {"enabled": True},
+}
 SQL_EVERYTHING = {
     "sqlServer": {
         "enabled": True,
@@ -100,6 +107,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "sql server": SQL,
     "sql server with everything": SQL_EVERYTHING,
+    "sql server with ldap": SQL_LDAP,
 }
 
 
@@ -553,6 +561,7 @@ def test_helm_test_pushes_one_sample_through_the_service() -> None:
         ({"sqlServer": {"sparkConf": {"driver.memory": "4g"}}}, "'driver.memory' does not match pattern"),
         ({"sqlServer": {"auth": {"passwordFileKey": ""}}}, "at '/sqlServer/auth/passwordFileKey'"),
         ({"sqlServer": {"replicas": 2}}, "additional properties 'replicas' not allowed"),
+        ({"sqlServer": {"auth": {"ldap": {"url": "http://x"}}}}, "at '/sqlServer/auth/ldap/url'"),
     ],
 )
 def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) -> None:
@@ -600,7 +609,26 @@ def test_values_schema_refuses_bad_values(values: dict[str, Any], error: str) ->
             "kafkaListener.port must differ",
         ),
         # the SQL server listens beyond loopback: the command refuses to start without these
-        ({"sqlServer": {"enabled": True}}, "sqlServer.enabled: set sqlServer.auth.existingSecret"),
+        (
+            {"sqlServer": {"enabled": True}},
+            "sqlServer.enabled: set sqlServer.auth.existingSecret to a Secret holding the password file "
+            "(telemetry-sink sql-server --hash-password USER), or sqlServer.auth.ldap.url and "
+            "sqlServer.auth.ldap.baseDN",
+        ),
+        # a password file or LDAP, not both (the command exits 2); the LDAP URL and base DN go together
+        (
+            _merge(SQL, {"sqlServer": {"auth": {"ldap": {"url": "ldap://ldap", "baseDN": "dc=example"}}}}),
+            "set sqlServer.auth.existingSecret (a password file) or sqlServer.auth.ldap.url (an LDAP bind), "
+            "not both",
+        ),
+        (
+            {"sqlServer": {"enabled": True, "auth": {"ldap": {"url": "ldap://ldap"}}}},
+            "sqlServer.auth.ldap.url needs sqlServer.auth.ldap.baseDN",
+        ),
+        (
+            _merge(SQL, {"sqlServer": {"auth": {"ldap": {"baseDN": "dc=example"}}}}),
+            "sqlServer.auth.ldap.baseDN needs sqlServer.auth.ldap.url",
+        ),
         (_merge(SQL, {"sqlServer": {"connect": {"enabled": True}}}), "set sqlServer.connect.tokenSecret"),
         (_merge(SQL, {"sqlServer": {"healthPort": 10000}}), "sqlServer.port, sqlServer.healthPort and"),
         (
@@ -767,6 +795,26 @@ def test_the_sql_server_listens_on_all_addresses_only_behind_the_mounted_passwor
     assert settings.tls_cert is None
 
 
+def test_with_ldap_the_sql_server_passes_the_ldap_flags_and_neither_passes_nor_mounts_a_password_file(
+    tmp_path: Path,
+) -> None:
+    pod = sql_server_pod(SQL_LDAP)
+    [server] = pod["containers"]
+    args = server["args"]
+    assert flag(args, "--host") == "0.0.0.0"
+    assert flag(args, "--ldap-url") == "ldaps://ldap.example.org:636"
+    assert flag(args, "--ldap-base-dn") == "ou=people,dc=example,dc=org"
+    assert "--password-file" not in args
+    assert {m["name"] for m in server["volumeMounts"]} == {"tmp", "data"}
+    assert {v["name"] for v in pod["volumes"]} == {"tmp", "data"}
+    # the flags satisfy the command's own checks: LDAP needs no file in the pod
+    parsed = build_parser().parse_args([a.replace("/etc/telemetry-sink/", f"{tmp_path}/") for a in args])
+    settings = sql_server_settings(parsed)
+    assert settings.problems() == []
+    assert settings.authentication == "LDAP"
+    assert settings.password_file is None
+
+
 def test_the_sql_server_reads_the_tables_where_the_rollup_does_with_its_own_spark_settings() -> None:
     for values in (SQL, SQL_EVERYTHING):
         [server] = sql_server_pod(values)["containers"]
@@ -897,3 +945,7 @@ def test_the_notes_say_how_to_reach_the_sql_server_when_it_is_enabled() -> None:
     assert "port-forward svc/ts-telemetry-sink-sql 10000" in text
     assert "jdbc:hive2://localhost:10000/default" in text
     assert "telemetry.<table>" in text
+    assert "the password file in Secret sql-passwords" in text
+    ldap = notes(SQL_LDAP)
+    assert "LDAP binds to ldaps://ldap.example.org:636 as uid=<user>,ou=people,dc=example,dc=org" in ldap
+    assert "password file" not in ldap

@@ -578,6 +578,84 @@ def test_sigterm_stops_the_server_and_exits_0(over_http: Server) -> None:
     assert "Traceback" not in rest
 
 
+SLAPD_CONF = """\
+include /etc/ldap/schema/core.schema
+include /etc/ldap/schema/cosine.schema
+include /etc/ldap/schema/inetorgperson.schema
+modulepath /usr/lib/ldap
+moduleload back_mdb
+pidfile {folder}/slapd.pid
+database mdb
+suffix "dc=example,dc=org"
+rootdn "cn=admin,dc=example,dc=org"
+rootpw admin-secret
+directory {folder}/db
+"""
+DIRECTORY = """\
+dn: dc=example,dc=org
+objectClass: dcObject
+objectClass: organization
+o: example
+dc: example
+
+dn: ou=people,dc=example,dc=org
+objectClass: organizationalUnit
+ou: people
+
+dn: uid=analyst,ou=people,dc=example,dc=org
+objectClass: inetOrgPerson
+uid: analyst
+cn: analyst
+sn: analyst
+userPassword: {password}
+"""
+
+
+@pytest.fixture(scope="module")
+def ldap_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Debian's OpenLDAP server (slapd) on loopback, holding one user, analyst, with ``PASSWORD``."""
+    folder = tmp_path_factory.mktemp("ldap")
+    (folder / "db").mkdir()
+    (folder / "slapd.conf").write_text(SLAPD_CONF.format(folder=folder))
+    (folder / "people.ldif").write_text(DIRECTORY.format(password=PASSWORD))
+    url = f"ldap://127.0.0.1:{_free_port()}"
+    with subprocess.Popen(
+        ["slapd", "-f", str(folder / "slapd.conf"), "-h", f"{url}/", "-d", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as slapd:
+        try:
+            admin = ["-x", "-H", url, "-D", "cn=admin,dc=example,dc=org", "-w", "admin-secret"]
+            deadline = time.monotonic() + 30
+            while subprocess.run(["ldapwhoami", *admin], capture_output=True, check=False).returncode:
+                assert time.monotonic() < deadline, "slapd did not start"
+                time.sleep(0.1)
+            subprocess.run(
+                ["ldapadd", *admin, "-f", str(folder / "people.ldif")], check=True, capture_output=True
+            )
+            yield url
+        finally:
+            slapd.terminate()
+            slapd.wait()
+
+
+@pytest.mark.spark
+def test_with_ldap_a_bind_decides_who_reads(recent: Recent, ldap_url: str) -> None:
+    with sql_server(
+        recent.root, "--ldap-url", ldap_url, "--ldap-base-dn", "ou=people,dc=example,dc=org"
+    ) as server:
+        url = f"jdbc:hive2://127.0.0.1:{server.port}/default"
+        statement = "SELECT COUNT(*) AS n FROM telemetry.rollup_client_1m;"
+        accepted = _beeline(url, statement, "-n", "analyst", "-p", PASSWORD)
+        assert accepted.returncode == 0, accepted.stderr[-3000:]
+        assert int(accepted.stdout.split()[-1]) > 0
+        for user, password in (("analyst", "wrong"), ("nobody", PASSWORD)):
+            refused = _beeline(url, statement, "-n", user, "-p", password)
+            assert refused.returncode != 0
+            assert "Error validating the login" in refused.stderr
+        _stop(server)
+
+
 # -- options refused before Spark starts -------------------------------------------------------------
 
 
@@ -586,14 +664,16 @@ def test_sigterm_stops_the_server_and_exits_0(over_http: Server) -> None:
     [
         (
             ["--host", "0.0.0.0"],
-            "listening on 0.0.0.0 (beyond loopback) needs --password-file: anyone who reaches the port "
-            "could read every table",
+            "listening on 0.0.0.0 (beyond loopback) needs --password-file or --ldap-url: anyone who "
+            "reaches the port could read every table",
         ),
         (["--conf", "spark.ui.enabled=true"], "spark.ui.enabled=true is refused"),
         (["--tls-cert", "cert.pem"], "--tls-cert and --tls-key go together"),
         (["--port", "0"], "--port must be between 1 and 65535, got 0"),
         (["--connect-port", "15002", "--connect-host", "0.0.0.0"], "needs --connect-token-file"),
         (["--max-result-rows", "0"], "--max-result-rows must be between 1"),
+        (["--ldap-url", "ldap://127.0.0.1"], "--ldap-url and --ldap-base-dn go together"),
+        (["--ldap-url", "127.0.0.1", "--ldap-base-dn", "dc=x"], "--ldap-url must be ldap://HOST"),
     ],
 )
 def test_unsafe_or_wrong_options_are_refused_with_a_clear_message_before_spark_starts(
@@ -603,6 +683,24 @@ def test_unsafe_or_wrong_options_are_refused_with_a_clear_message_before_spark_s
     assert done.returncode == 2
     assert done.stderr.startswith("telemetry-sink sql-server: ")
     assert message in done.stderr
+
+
+@pytest.mark.spark
+def test_a_port_in_use_is_one_line_and_exit_1(recent: Recent) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = subprocess.run(
+            [*COMMAND, "--data-root", recent.root, *SPARK, "--port", str(taken.getsockname()[1])],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 1
+    [said] = [line for line in done.stderr.splitlines() if "sql-server: cannot start" in line]
+    assert said == "telemetry-sink sql-server: cannot start: java.net.BindException: Address already in use"
+    assert "Traceback" not in done.stderr
 
 
 def test_hash_password_prints_a_pbkdf2_line_the_password_verifies() -> None:

@@ -124,8 +124,17 @@ exit, rounded up to whole seconds. */}}
 {{- end }}
 {{- with .Values.sqlServer }}
 {{- if .enabled }}
-{{- if not .auth.existingSecret }}
-{{- fail "sqlServer.enabled: set sqlServer.auth.existingSecret to a Secret holding the password file (telemetry-sink sql-server --hash-password USER): the server listens on 0.0.0.0, beyond loopback, and refuses to start without one" }}
+{{- if and .auth.existingSecret .auth.ldap.url }}
+{{- fail "sqlServer.auth: set sqlServer.auth.existingSecret (a password file) or sqlServer.auth.ldap.url (an LDAP bind), not both: they are two ways to check passwords and telemetry-sink sql-server refuses both at once" }}
+{{- end }}
+{{- if and .auth.ldap.url (not .auth.ldap.baseDN) }}
+{{- fail "sqlServer.auth.ldap.url needs sqlServer.auth.ldap.baseDN (e.g. ou=people,dc=example,dc=org): users bind as uid=<user>,<baseDN>" }}
+{{- end }}
+{{- if and .auth.ldap.baseDN (not .auth.ldap.url) }}
+{{- fail "sqlServer.auth.ldap.baseDN needs sqlServer.auth.ldap.url (ldap:// or ldaps://HOST[:PORT]): the two go together" }}
+{{- end }}
+{{- if not (or .auth.existingSecret .auth.ldap.url) }}
+{{- fail "sqlServer.enabled: set sqlServer.auth.existingSecret to a Secret holding the password file (telemetry-sink sql-server --hash-password USER), or sqlServer.auth.ldap.url and sqlServer.auth.ldap.baseDN to check passwords by an LDAP bind: the server listens on 0.0.0.0, beyond loopback, and refuses to start without one" }}
 {{- end }}
 {{- if and .connect.enabled (not .connect.tokenSecret) }}
 {{- fail "sqlServer.connect.enabled: set sqlServer.connect.tokenSecret to a Secret holding Spark Connect's pre-shared token: it listens on 0.0.0.0, beyond loopback, and refuses to start without one" }}
