@@ -392,9 +392,19 @@ class SqlServer:
         have their tables); the views made."""
         try:
             versions = table_versions(self.lake, self.data_root)
-            changed = {name: v for name, v in versions.items() if self.versions.get(name) != v}
+            # a Spark Connect client's catalog call (dropGlobalTempView) reaches the views without a plan
+            # the guard could check: a view that is gone is made again
+            listed = self.spark.sql(f"SHOW TABLES IN {NAMESPACE}").collect()
+            gone = self.views - {
+                f"{NAMESPACE}.{row.tableName}" for row in listed if row.namespace == NAMESPACE
+            }
+            changed = {
+                name: v
+                for name, v in versions.items()
+                if self.versions.get(name) != v or f"{NAMESPACE}.{name}" in gone
+            }
             made = register_views(self.lake, self.data_root, only=changed) if changed else []
-            views = self.views | set(made)
+            views = (self.views - gone) | set(made)
             for name, (statement, tables) in shared_views(NAMESPACE).items():
                 if name not in views and tables <= views:
                     self.spark.sql(statement)
@@ -418,11 +428,6 @@ class SqlServer:
         if made:
             self.say(f"views made: {', '.join(sorted(made))}")
         return made
-
-    def wait_for_refresh(self, count: int, timeout_s: float | None = None) -> bool:
-        """Wait until ``count`` refreshes are done; False if ``timeout_s`` passed first."""
-        with self._refreshed:
-            return self._refreshed.wait_for(lambda: self.refreshes >= count, timeout_s)
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(self.settings.refresh_s):

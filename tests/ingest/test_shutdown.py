@@ -118,7 +118,7 @@ def _sink_config(tmp_path: Path, exporter: str, **server: Any) -> SinkConfig:
 def _refuses_connections(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):  # reset: the listener closed mid-handshake
         return True
     return False
 

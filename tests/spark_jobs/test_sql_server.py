@@ -212,6 +212,16 @@ def _beeline(url: str, statements: str, *credentials: str) -> subprocess.Complet
     )
 
 
+def _within_two_refreshes(server: Server) -> None:
+    """Wait for two refreshes to be done from now (so one started after now): --refresh 1 takes
+    about 2 s."""
+    refreshes = server.health()["refreshes"]
+    deadline = time.monotonic() + 60
+    while server.health()["refreshes"] < refreshes + 2:
+        assert time.monotonic() < deadline, "the server stopped refreshing"
+        time.sleep(0.2)
+
+
 # -- the named queries, through each client ---------------------------------------------------------
 
 
@@ -292,6 +302,7 @@ attempts = {
     "drop": lambda: spark.sql("DROP VIEW telemetry.metric_points").collect(),
     "python code": lambda: spark.range(3).select(udf(lambda x: x)("id")).collect(),
 }
+spark.catalog.dropGlobalTempView("config_log")  # a catalog call, not a plan: the server makes it again
 for what, attempt in attempts.items():
     try:
         attempt()
@@ -323,6 +334,9 @@ def test_a_spark_connect_client_reads_the_views_and_can_neither_write_nor_run_co
     for what, error in out["refused"].items():
         assert "telemetry-sink sql-server is read-only" in (error or ""), what
     assert not (tmp_path / "w").exists()
+    _within_two_refreshes(server)
+    with _pyhive(server) as connection:
+        assert _fetch(connection, "SELECT COUNT(*) FROM telemetry.config_log") == [[1]]
 
 
 # -- read-only, capped ------------------------------------------------------------------------------
@@ -416,11 +430,7 @@ def test_a_rollup_that_commits_while_the_server_runs_is_visible_within_the_refre
         ]
         land(late, recent.root, replica="r3")
         run_rollup(DeltaLake(spark), recent.root)
-        refreshes = server.health()["refreshes"]
-        deadline = time.monotonic() + 60  # --refresh 1: two refreshes after the commit take about 2 s
-        while server.health()["refreshes"] < refreshes + 2:
-            assert time.monotonic() < deadline, "the server stopped refreshing"
-            time.sleep(0.2)
+        _within_two_refreshes(server)
         [[clients_after]] = _fetch(
             connection, "SELECT client_instances FROM telemetry.dashboard_fleet_totals"
         )
