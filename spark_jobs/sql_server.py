@@ -286,6 +286,7 @@ class SqlServer:
         self._keystore: _Keystore | None = None
         self._health: ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
+        self._shared = shared_views(NAMESPACE)  # the .sql files, read once
         self.refreshes = 0
         """Refreshes done (with or without changes), for whoever waits for one."""
         self._refreshed = threading.Condition(self._lock)
@@ -405,7 +406,7 @@ class SqlServer:
             }
             made = register_views(self.lake, self.data_root, only=changed) if changed else []
             views = (self.views - gone) | set(made)
-            for name, (statement, tables) in shared_views(NAMESPACE).items():
+            for name, (statement, tables) in self._shared.items():
                 if name not in views and tables <= views:
                     self.spark.sql(statement)
                     made.append(name)

@@ -45,7 +45,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import struct
 import tempfile
 import time
@@ -74,6 +73,7 @@ from ingest.push.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from subscriptions import ClientMetricsConfig, Errors, kafka_uuid_string
 from tests.support import attacks
 from tests.support.kafka import encode_request
+from tests.support.process import free_port
 
 SOURCE: Final = "127.0.0.2"
 """The attacker's address: another client on loopback."""
@@ -93,13 +93,6 @@ Request = Callable[[], Awaitable[str]]
 class Target:
     http_port: int
     kafka_port: int
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def _http(target: Target, request: bytes) -> attacks.HttpAnswer:
@@ -449,7 +442,7 @@ def main() -> None:
     parser.add_argument("--attacks", help="comma-separated attack names (default: all)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="hostile-bench-"))
-    args.http_port = _free_port()
+    args.http_port = free_port()
     os.environ["TELEMETRY_SINK_SERVER__HTTP_PORT"] = str(args.http_port)
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     load = (

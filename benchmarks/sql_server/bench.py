@@ -33,7 +33,6 @@ import argparse
 import json
 import platform
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -49,14 +48,9 @@ from spark_jobs.dashboards.queries import QUERY_NAMES, _statements, query_text
 from spark_jobs.lake import DeltaLake
 from spark_jobs.session import SparkSettings, spark_session
 from spark_jobs.views import register_views
+from tests.support.process import free_port
 
 SETTINGS = {"spark.sql.shuffle.partitions": "8"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def session_statements(window: Window) -> list[str]:
@@ -138,7 +132,7 @@ def main() -> None:
         if not Path(root, "rollup_client_1m").exists():
             write_fleet(root, spec)
         print(f"data: {spec} in {time.perf_counter() - started:.1f} s ({root})", flush=True)
-        port, health = _free_port(), _free_port()
+        port, health = free_port(), free_port()
         conf = [x for key, value in SETTINGS.items() for x in ("--conf", f"{key}={value}")]
         server = subprocess.Popen(
             [sys.executable, "-m", "telemetry_sink", "sql-server", "--data-root", root, "--master",

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -539,8 +540,6 @@ def _sql_server_settings(args: argparse.Namespace) -> SqlServerSettings:
 
 
 def _sql_server(args: argparse.Namespace) -> int:
-    import os  # noqa: PLC0415 - see add_arguments
-
     from spark_jobs.sql_server import (  # noqa: PLC0415 - see add_arguments
         SqlServer,
         hash_password,

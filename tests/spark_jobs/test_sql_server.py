@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import pyspark
@@ -40,6 +40,7 @@ from spark_jobs.sql_server import SqlServer, SqlServerSettings, hash_password
 from spark_jobs.views import register_views
 from tests.support.certificates import self_signed
 from tests.support.fleet import context, kafka_pushes, land, land_quota_samples
+from tests.support.process import free_port, line_matching
 
 COMMAND = (sys.executable, "-m", "telemetry_sink", "sql-server")
 SPARK = ("--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=2")
@@ -47,12 +48,6 @@ BEELINE = str(Path(pyspark.__file__).parent / "bin" / "beeline")
 PASSWORD = "correct-horse-battery-staple"  # beeline's script splits -p at spaces
 MAX_ROWS = 2000  # fleet_per_minute has a row per minute of the 24 hours: 1,440
 BOB = (("client-id", ""), ("user", "bob"))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -71,19 +66,10 @@ class Server:
         return body
 
 
-def _line_matching(stream: IO[str], pattern: str, said: list[str]) -> None:
-    """Read ``stream`` up to a line matching ``pattern`` (the JVM writes its own lines too)."""
-    for line in stream:
-        said.append(line)
-        if re.search(pattern, line):
-            return
-    raise AssertionError(f"the server ended without a line matching {pattern!r}: {''.join(said)[-3000:]}")
-
-
 @contextmanager
 def sql_server(root: str, *options: str, connect: bool = False) -> Iterator[Server]:
-    port, health_port = _free_port(), _free_port()
-    connect_port = _free_port() if connect else None
+    port, health_port = free_port(), free_port()
+    connect_port = free_port() if connect else None
     extra = ["--connect-port", str(connect_port)] if connect_port else []
     process = subprocess.Popen(
         [
@@ -104,7 +90,7 @@ def sql_server(root: str, *options: str, connect: bool = False) -> Iterator[Serv
     said: list[str] = []
     try:
         assert process.stderr is not None
-        _line_matching(process.stderr, r"telemetry-sink sql-server: serving \d+ views", said)
+        line_matching(process.stderr, r"telemetry-sink sql-server: serving \d+ views", said)
         # read on, or the server blocks once the pipe is full (it logs each refused statement)
         drain = threading.Thread(target=lambda: said.extend(process.stderr or ()), daemon=True)
         drain.start()
@@ -628,7 +614,7 @@ def ldap_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (folder / "db").mkdir()
     (folder / "slapd.conf").write_text(SLAPD_CONF.format(folder=folder))
     (folder / "people.ldif").write_text(DIRECTORY.format(password=PASSWORD))
-    url = f"ldap://127.0.0.1:{_free_port()}"
+    url = f"ldap://127.0.0.1:{free_port()}"
     with subprocess.Popen(
         ["slapd", "-f", str(folder / "slapd.conf"), "-h", f"{url}/", "-d", "0"],
         stdout=subprocess.DEVNULL,

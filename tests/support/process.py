@@ -1,14 +1,17 @@
-"""``telemetry-sink serve`` as a real child process, with the ports it picked read from its banner."""
+"""``telemetry-sink serve`` as a real child process, with the ports it picked read from its banner; and
+what every test of a child process needs: a free port to give it, and the line it says when ready."""
 
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -27,6 +30,27 @@ kafka_listener:
   port: 0
 """
 CLI = str(Path(sys.executable).with_name("telemetry-sink"))
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now, for a process that cannot say which port 0 gave it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def line_matching(stream: IO[str], pattern: str, seen: list[str] | None = None) -> re.Match[str]:
+    """Read ``stream`` up to a line matching ``pattern`` (a JVM writes its own lines too), keeping the
+    lines read in ``seen``."""
+    for line in stream:
+        if seen is not None:
+            seen.append(line)
+        found = re.search(pattern, line)
+        if found:
+            return found
+    said = "".join(seen or ())[-3000:]
+    raise AssertionError(f"the process ended without a line matching {pattern!r}: {said}")
 
 
 @dataclass

@@ -8,24 +8,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO
 
 import httpx
 import pytest
 
 from tests.spark_jobs.dashboards.conftest import Dataset
+from tests.support.process import line_matching
 
 COMMAND = (sys.executable, "-m", "telemetry_sink", "dashboard")
 SPARK = ("--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=2")
-
-
-def _line_matching(stream: IO[str], pattern: str) -> re.Match[str]:
-    """Read ``stream`` up to a line matching ``pattern`` (the JVM writes its own lines too)."""
-    for line in stream:
-        found = re.search(pattern, line)
-        if found:
-            return found
-    raise AssertionError(f"the process ended without a line matching {pattern!r}")
 
 
 def _window(dataset: Dataset) -> list[str]:
@@ -121,9 +112,9 @@ def test_serve_answers_with_the_page_until_sigterm(dataset: Dataset) -> None:
     )
     try:
         assert process.stderr is not None
-        serving = _line_matching(process.stderr, r"serving (http://127\.0\.0\.1:\d+/)")
-        _line_matching(process.stderr, r"telemetry-sink dashboard: 11 queries")  # the first render is done
-        _line_matching(process.stderr, r"dashboard: no data for --metric no\.such in the window")
+        serving = line_matching(process.stderr, r"serving (http://127\.0\.0\.1:\d+/)")
+        line_matching(process.stderr, r"telemetry-sink dashboard: 11 queries")  # the first render is done
+        line_matching(process.stderr, r"dashboard: no data for --metric no\.such in the window")
         deadline = time.monotonic() + 10  # the server keeps the page just after the line
         while (answer := httpx.get(serving.group(1), timeout=10)).status_code == 503:
             assert time.monotonic() < deadline

@@ -39,11 +39,6 @@ public final class QueryTimeout extends SparkListener {
     this.timeoutMs = timeoutMs;
   }
 
-  /** How many statements have a cancellation scheduled (each is dropped when it fires). */
-  public int pending() {
-    return pending.size();
-  }
-
   @Override
   public void onJobStart(SparkListenerJobStart jobStart) {
     Properties properties = jobStart.properties();

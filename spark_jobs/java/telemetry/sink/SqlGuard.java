@@ -39,7 +39,7 @@ import scala.runtime.BoxedUnit;
  * session variables. Anything else is refused before it runs, with {@link Refused}: DDL and DML,
  * caching, jars, functions and settings; files read by path ({@code parquet.`/path`}) or any other
  * relation; code (Python and Scala functions, {@code reflect}/{@code java_method}, {@code
- * TRANSFORM ... USING} scripts). Statements' results hold at most {@link #capRows} rows: the parser
+ * TRANSFORM ... USING} scripts). Statements' results hold at most the configured rows: the parser
  * puts a {@code LIMIT} over every query a client sends as SQL.
  */
 public final class SqlGuard implements Function1<SparkSessionExtensions, BoxedUnit> {
@@ -91,10 +91,6 @@ public final class SqlGuard implements Function1<SparkSessionExtensions, BoxedUn
     trusted = session;
     maxRows = rows;
     namespace = views;
-  }
-
-  public static int capRows() {
-    return maxRows;
   }
 
   @Override
@@ -183,7 +179,7 @@ public final class SqlGuard implements Function1<SparkSessionExtensions, BoxedUn
     return CollectionConverters.asJava(seq);
   }
 
-  /** Spark's parser, with a {@code LIMIT capRows} over every query a client sends as SQL. */
+  /** Spark's parser, with a {@code LIMIT maxRows} over every query a client sends as SQL. */
   static final class CappingParser implements ParserInterface {
     private final SparkSession session;
     private final ParserInterface parser;
