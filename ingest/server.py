@@ -21,6 +21,8 @@ A task measures the event loop's lag for ``/metrics`` (``ingest.loop_lag``).
 
 ``serve`` first raises the soft open-file limit to the hard one (``raise_open_file_limit``): sockets
 are bounded by the connection limits (``ServerConfig``), and the sink's own files must still open.
+Where the limit is too low for the connection limits, ``Sink.start`` gives each listener a share of
+it (``ingest.transports.descriptors``) and says so once.
 Once started, it freezes the start-up objects out of the garbage collector's sight
 (``freeze_start_up_objects``), so that no full collection stalls the loop walking them.
 
@@ -51,6 +53,7 @@ import signal
 import ssl
 import sys
 from collections.abc import Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -91,6 +94,14 @@ from ingest.transports import (
     register_http_listener,
     request_client,
 )
+from ingest.transports.connections import DEFAULT_LISTENER_MAX_CONNECTIONS, HTTP_LISTENER
+from ingest.transports.descriptors import (
+    DescriptorShares,
+    descriptors_in_use,
+    open_file_limit,
+    share_descriptors,
+)
+from ingest.transports.kafka import KAFKA_LISTENER
 from quotas import QuotaManagers, SystemClock, create_quota_managers
 from subscriptions import ClientMetricsManager
 
@@ -108,6 +119,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EXPIRY_PERIOD_S: Final = 30.0
+GRPC_SOCKETS: Final = "GRPC"
+"""The gRPC port's name in the open-file limit's shares (it has no connection-quota listener)."""
 SHUTDOWN_INCOMPLETE_EXIT_CODE: Final = 75
 """``serve``'s exit status when the shutdown did not finish within ``server.shutdown_flush_s``
 (sysexits' EX_TEMPFAIL): pushes not flushed were never acknowledged; their clients send them again."""
@@ -212,6 +225,7 @@ class Sink:
             decode_processes=config.server.decode_processes,
             otlp_tolerant_intake=config.server.otlp_tolerant_intake,
         )
+        self.descriptors = self._share_descriptors()
         self.grpc_port = 0
         self.http_port = 0
         self.kafka_port: int | None = None
@@ -228,10 +242,13 @@ class Sink:
         await self.config_log.catch_up()  # serve with every change made so far
         await self.replicas.heartbeat()  # and with the quotas' share of the live replicas
         await self.exporter.start()
+        grpc_limits = server
+        if self.descriptors.reduced:
+            grpc_limits = replace(server, grpc_max_connections=self.descriptors.shares[GRPC_SOCKETS])
         self._grpc = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", server.grpc_max_receive_message_bytes),
-                *server.grpc_options(),
+                *grpc_limits.grpc_options(),
             ]
         )
         pb_grpc.add_ClientTelemetryServicer_to_server(ClientTelemetryService(self.pipeline), self._grpc)  # type: ignore[no-untyped-call]
@@ -282,7 +299,7 @@ class Sink:
             listener=listener,
             ssl_context=self._ssl_context(),
             timeouts=timeouts,
-            gate_limits=server.gate_limits(),
+            gate_limits=replace(server.gate_limits(), max_sockets=self.descriptors.shares[HTTP_LISTENER]),
         )
         await site.start()
         self._http_site = site
@@ -320,11 +337,28 @@ class Sink:
             ssl_context=self._ssl_context() if kafka.uses_tls(self.config.server) else None,
             max_connections=kafka.max_connections,
             max_connection_creation_rate=kafka.max_connection_creation_rate,
-            gate_limits=self.config.server.gate_limits(),
+            gate_limits=replace(
+                self.config.server.gate_limits(), max_sockets=self.descriptors.shares[KAFKA_LISTENER]
+            ),
             sasl=self._sasl_settings(),
         )
         await self.kafka.start(self.config.server.host, kafka.port)
         self.kafka_port = self.kafka.port
+
+    def _share_descriptors(self) -> DescriptorShares:
+        """Each listener's share of the open-file limit (``ingest.transports.descriptors``): all its
+        connection limits allow, unless the limit is too low for them (then said once)."""
+        server, kafka = self.config.server, self.config.kafka_listener
+        wanted = {
+            GRPC_SOCKETS: server.grpc_max_connections or DEFAULT_LISTENER_MAX_CONNECTIONS,
+            HTTP_LISTENER: server.http_max_connections + server.max_waiting_connections,
+        }
+        if kafka.port is not None:
+            wanted[KAFKA_LISTENER] = kafka.max_connections + server.max_waiting_connections
+        shares = share_descriptors(open_file_limit(), descriptors_in_use(), wanted)
+        if shares.reduced:
+            log.warning(shares.message())
+        return shares
 
     def _quota_snapshot(self) -> list[QuotaSample]:
         """The quota sensors now, and the answers by quota entity since the previous snapshot."""

@@ -18,7 +18,11 @@ This module owns:
     Kafka's does (CONN-3 step 1 is never undone);
   - the sockets waiting at the gate are bounded (``GateLimits``): beyond ``max_waiting`` a new one is
     closed at once, and one still waiting for its turn or a slot after ``max_wait_ms`` is closed, so
-    a flood of connections over ``max.connections`` costs a bounded number of file descriptors.
+    a flood of connections over ``max.connections`` costs a bounded number of file descriptors;
+  - so are all the sockets the listener holds, waiting or admitted: beyond ``max_sockets``, its share
+    of the open-file limit (``ingest.transports.descriptors``), a new one is closed at once, whatever
+    the connection quotas would allow, so that no listener's sockets leave another listener or the
+    sink's own files without a descriptor.
 
   With TLS the handshake runs only after the connection was admitted (``loop.start_tls``), as in
   Kafka, so a refused connection costs no handshake; it must end within ``max_wait_ms`` too
@@ -100,10 +104,12 @@ open-file limit the sink raises itself to at start."""
 
 @dataclass(frozen=True, slots=True)
 class GateLimits:
-    """How many sockets may wait at a listener's gate, and for how long (see the module docstring)."""
+    """How many sockets may wait at a listener's gate, and for how long; how many the listener may hold
+    at all (see the module docstring)."""
 
     max_waiting: int = 1_000
     max_wait_ms: int = 10_000
+    max_sockets: int = INT_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +175,8 @@ def connection_ip(peername: Any) -> str | None:
 
 class _GatedConnection(asyncio.Protocol):
     """One accepted connection: held unread until the quotas admit it, then handed to the listener's
-    protocol (every later event is forwarded to it); its count is released exactly once."""
+    protocol (every later event is forwarded to it); its count and its socket are given back exactly
+    once."""
 
     def __init__(self, site: ConnectionGate) -> None:
         self._site = site
@@ -178,6 +185,7 @@ class _GatedConnection(asyncio.Protocol):
         self._handler: asyncio.Protocol | None = None
         self._admission: asyncio.Task[None] | None = None
         self._counted = False
+        self._holds_socket = False
         self._early: list[bytes] = []
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
@@ -189,6 +197,16 @@ class _GatedConnection(asyncio.Protocol):
         if self._ip is None:
             self._transport.abort()
             return
+        if self._site._sockets >= self._site.limits.max_sockets:
+            log.debug(  # not info: a flood of them must not flood the log
+                "Closed a connection from %s: the listener holds its %d sockets",
+                self._ip,
+                self._site._sockets,
+            )
+            self._transport.abort()
+            return
+        self._site._sockets += 1
+        self._holds_socket = True
         if len(self._site._gated) >= self._site.limits.max_waiting:
             log.debug(  # not info: a flood of them must not flood the log
                 "Closed a connection from %s: %d already wait at the gate", self._ip, len(self._site._gated)
@@ -226,6 +244,7 @@ class _GatedConnection(asyncio.Protocol):
                 self._handler.connection_lost(exc)
         finally:
             self._release()
+            self._give_socket_back()
 
     # -- admission ----------------------------------------------------------------------------
 
@@ -241,6 +260,11 @@ class _GatedConnection(asyncio.Protocol):
         if self._counted and self._ip is not None:
             self._counted = False
             self._site.quotas.dec(self._site.listener, self._ip)
+
+    def _give_socket_back(self) -> None:
+        if self._holds_socket:
+            self._holds_socket = False
+            self._site._sockets -= 1
 
     async def _admit(self, transport: asyncio.Transport, ip: str) -> None:
         try:
@@ -298,6 +322,7 @@ class _GatedConnection(asyncio.Protocol):
                 log.debug("TLS handshake with %s failed: %s", self._ip, exc)
                 site._gated.discard(self)
                 self._release()  # start_tls closed the socket; the count is ours to give back
+                self._give_socket_back()
                 return
             if tls is None:  # lost during the handshake (connection_lost released it)
                 return
@@ -319,8 +344,8 @@ class _GatedConnection(asyncio.Protocol):
 class ConnectionGate:
     """Admits the connections of one listener (registered beforehand) through ``ConnectionQuotas``,
     starts TLS once admitted, then hands each to a protocol from ``handler_factory`` (None while the
-    listener stops); at most ``limits.max_waiting`` wait, each ``limits.max_wait_ms`` at most.
-    ``protocol`` is the ``loop.create_server`` factory."""
+    listener stops); at most ``limits.max_waiting`` wait, each ``limits.max_wait_ms`` at most, and at
+    most ``limits.max_sockets`` are held at all. ``protocol`` is the ``loop.create_server`` factory."""
 
     def __init__(
         self,
@@ -341,6 +366,7 @@ class ConnectionGate:
         self.limits = limits
         self._acceptor = asyncio.Lock()
         self._gated: set[_GatedConnection] = set()
+        self._sockets = 0
 
     def protocol(self) -> asyncio.Protocol:
         return _GatedConnection(self)
@@ -349,6 +375,11 @@ class ConnectionGate:
     def waiting(self) -> int:
         """Connections accepted but not yet handed on (queued, waiting or throttled)."""
         return len(self._gated)
+
+    @property
+    def sockets(self) -> int:
+        """Sockets the listener holds, waiting at the gate or handed on, until they close."""
+        return self._sockets
 
     def abort_waiting(self) -> None:
         """Drop every connection still at the gate (the listener is stopping)."""

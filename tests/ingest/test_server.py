@@ -1,12 +1,18 @@
 """``telemetry-sink serve`` as a real process: both ports, a librdkafka push and an OTLP SDK push
-landing in Delta, SIGTERM; and the open-file limit it raises at start (F9)."""
+landing in Delta, SIGTERM; the open-file limit it raises at start, and shares among its listeners
+when too low (F9)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import re
 import resource
 import signal
+import socket
+import struct
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
@@ -88,6 +94,80 @@ def test_F9_serve_raises_the_soft_open_file_limit_to_the_hard_one(tmp_path: Path
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     open_files = next(line for line in limits.splitlines() if line.startswith("Max open files"))
     assert open_files.split()[3:5] == [str(hard), str(hard)]
+
+
+def _kafka_api_versions(port: int) -> int:
+    """The error code of a Kafka ApiVersions v0 answer on a fresh connection."""
+    client_id = b"fd-test"
+    request = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as kafka:
+        kafka.sendall(struct.pack(">i", len(request)) + request)
+        head = b""
+        while len(head) < 10:
+            chunk = kafka.recv(10 - len(head))
+            assert chunk, "the Kafka listener closed the connection"
+            head += chunk
+    _, correlation_id, error_code = struct.unpack(">iih", head)
+    assert correlation_id == 7
+    return int(error_code)
+
+
+FLOOD = 1100
+"""Sockets from one IP: more than the sink's whole limit, as many as its per-IP limit (1,000) lets in
+and its gate lets wait."""
+
+
+@contextlib.contextmanager
+def _open_files_at_least(count: int) -> Iterator[None]:
+    """This process's soft open-file limit raised to ``count`` while the flood is held."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < count:
+        if hard != resource.RLIM_INFINITY and hard < count:
+            pytest.skip(f"the flood needs {count} open files; this host's hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_F9_with_1024_open_files_a_flood_on_one_port_leaves_the_others_and_the_commits_working(
+    tmp_path: Path,
+) -> None:
+    """Hard limit 1,024: the default connection limits would let one IP's idle sockets take every
+    descriptor (each accept then failing with EMFILE, nobody served). The listeners get shares of the
+    limit, said once at start; the flood fills only the HTTP share."""
+    with running_sink(tmp_path, tmp_path / "data", extra=SUBSCRIPTION, open_files=1024) as sink:
+        said = sink.log.read_text()
+        assert "The open-file limit (1,024) leaves" in said
+        assert re.search(r"GRPC [\d,]+ \(of 10,000\), HTTP [\d,]+ \(of 11,000\), KAFKA", said)
+        with contextlib.ExitStack() as flood:  # one IP's idle sockets, closed at the end of the block
+            flood.enter_context(_open_files_at_least(FLOOD + 100))
+            for _ in range(FLOOD):
+                flood.enter_context(socket.create_connection(("127.0.0.1", sink.http_port), timeout=30))
+            opened = len(list(Path(f"/proc/{sink.process.pid}/fd").iterdir()))
+            assert opened < 1024 - 200  # the rest of the descriptors are the other listeners' and its own
+
+            otlp = OTLPMetricExporter(endpoint=f"127.0.0.1:{sink.grpc_port}", insecure=True)
+            assert otlp.export(sdk_metrics("svc")) is MetricExportResult.SUCCESS  # landed: a Delta commit
+            otlp.shutdown()
+            assert _kafka_api_versions(sink.kafka_port) == Errors.NONE
+        deadline = time.monotonic() + 60
+        while (ready := _ready(sink)) != 200:  # the HTTP port serves again once the flood has gone
+            assert time.monotonic() < deadline, ready
+        sink.process.send_signal(signal.SIGTERM)
+        assert sink.process.wait(timeout=60) == 0
+    said = sink.log.read_text()
+    assert "Too many open files" not in said
+    assert said.count("The open-file limit") == 1
+    assert len(DeltaTable(sink.table_uri).to_pyarrow_table()) == 1
+
+
+def _ready(sink: Running) -> int | str:
+    try:
+        return httpx.get(f"{sink.http_url}/readyz", timeout=10).status_code
+    except httpx.TransportError as exc:
+        return repr(exc)
 
 
 def test_start_up_objects_are_frozen_out_of_every_later_full_collection() -> None:

@@ -69,17 +69,28 @@ class Running:
 
 @contextmanager
 def running_sink(
-    workdir: Path, data_root: Path | str, replica: str = "sink-test", extra: str = ""
+    workdir: Path,
+    data_root: Path | str,
+    replica: str = "sink-test",
+    extra: str = "",
+    *,
+    open_files: int | None = None,
 ) -> Iterator[Running]:
-    """Start a sink with ``BASE_CONFIG`` plus ``extra`` YAML; kill it if the test leaves it running."""
+    """Start a sink with ``BASE_CONFIG`` plus ``extra`` YAML (and, given ``open_files``, that soft and
+    hard open-file limit); kill it if the test leaves it running."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / f"{replica}.yaml"
     config.write_text(BASE_CONFIG.format(root=data_root, replica=replica) + extra)
     log = workdir / f"{replica}.log"
+    # util-linux's prlimit sets the limit and execs the sink: the process is the sink's
+    limited = [] if open_files is None else ["prlimit", f"--nofile={open_files}:{open_files}", "--"]
     with (
         log.open("w") as stderr,
         subprocess.Popen(
-            [CLI, "serve", "--config", str(config)], stdout=subprocess.PIPE, stderr=stderr, text=True
+            [*limited, CLI, "serve", "--config", str(config)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
         ) as process,
     ):
         assert process.stdout is not None

@@ -243,6 +243,7 @@ async def test_CONN_3_dec_on_every_kind_of_close_returns_the_counts_to_zero() ->
         assert served.connections.get(IP) == 0
         assert served.connections.listener_count(HTTP_LISTENER) == 0
         assert served.metric("connection-count", listener=HTTP_LISTENER) == 0
+        assert served.site.gate.sockets == 0
 
 
 # -- CONN-3: creation rates --------------------------------------------------------------------
@@ -364,6 +365,7 @@ async def test_F9_a_tls_handshake_that_never_comes_is_closed_after_the_gates_wai
         await eventually(lambda: served.connections.get(IP) == 1)
         assert await silent.closed_by_server()
         await eventually(lambda: served.connections.total == 0)
+        assert served.site.gate.sockets == 0  # its descriptor given back too
 
 
 # -- what grpcio enforces ----------------------------------------------------------------------
@@ -434,6 +436,33 @@ async def test_F9_sockets_waiting_for_a_slot_are_bounded_and_the_extra_one_is_cl
         first = waiting[0]
         assert await first.get() == (200, IP)
         assert served.site.waiting == 1
+
+
+async def test_F9_a_listener_holds_at_most_its_share_of_sockets_admitted_or_waiting() -> None:
+    """``max_sockets`` (its share of the open-file limit) bounds the sockets a listener holds whatever
+    the quotas allow: one over it is closed at once, and a closed one makes room."""
+    limits = GateLimits(max_sockets=3)
+    async with serving({}, max_connections=2, gate_limits=limits) as served:
+        admitted = [await Client.connect(served), await Client.connect(served)]
+        for client in admitted:
+            assert await client.get() == (200, IP)
+        waiting = await Client.connect(served)
+        await eventually(lambda: served.site.waiting == 1)
+        assert served.site.gate.sockets == 3
+
+        extra = await Client.connect(served)
+        assert await extra.closed_by_server()  # neither admitted nor parked
+        assert served.site.gate.sockets == 3
+        assert served.connections.listener_count(HTTP_LISTENER) == 2
+
+        admitted[0].close()  # a socket and a slot free: the waiting one is served, a new one parks
+        assert await waiting.get() == (200, IP)
+        again = await Client.connect(served)
+        await eventually(lambda: served.site.waiting == 1)
+        assert served.site.gate.sockets == 3
+        waiting.reset()  # an admitted socket that goes gives its descriptor and slot back
+        assert await again.get() == (200, IP)
+        await eventually(lambda: served.site.gate.sockets == 2)
 
 
 async def test_F9_a_socket_not_admitted_within_the_wait_timeout_is_closed_without_a_count() -> None:
