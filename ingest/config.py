@@ -32,6 +32,8 @@ server:
   grpc_max_connection_age_ms: null
   grpc_max_connection_age_grace_ms: null
   grpc_max_receive_message_bytes: 4194304  # one gRPC message, buffered before its handler (4 MiB)
+  queued_max_request_bytes: 536870912  # request bytes the HTTP and Kafka ports hold at once (512 MiB)
+  max_request_bytes_per_ip: 67108864   # of which one client address (64 MiB); over it: 503 / wait
   otlp_tolerant_intake: false   # take raw forwarders' OTLP: compressed without Content-Encoding, zero-padded
 limits:                         # what one request may hold (ingest.limits; every key and default there)
   max_data_points: 100000
@@ -128,6 +130,7 @@ from ingest.transports.connections import (
     HttpTimeouts,
     grpc_connection_options,
 )
+from ingest.transports.request_memory import DEFAULT_REQUEST_MEMORY, RequestMemoryLimits
 from quotas import ClientQuotaEntity, QuotaConfig, QuotaConfigError, QuotaEntityError
 from quotas.entities import validate_quota
 from subscriptions import ClientMetricsConfig, ConfigError, SubscriptionError, SubscriptionStore
@@ -351,7 +354,10 @@ class ServerConfig:
       by the HTTP and Kafka listeners but not admitted yet (over a count or rate limit) are at most
       that many, each closed after that long;
     - ``grpc_max_concurrent_streams`` (100, HTTP/2's recommended minimum) and
-      ``grpc_max_connection_idle_ms`` (600 s, Kafka's ``connections.max.idle.ms``).
+      ``grpc_max_connection_idle_ms`` (600 s, Kafka's ``connections.max.idle.ms``);
+    - ``queued_max_request_bytes`` (512 MiB, Kafka's ``queued.max.request.bytes``, which Kafka leaves
+      unbounded) and ``max_request_bytes_per_ip`` (64 MiB): the request bytes the HTTP and Kafka
+      listeners hold at once, in all and per client address (``ingest.transports.request_memory``).
 
     null for a ``grpc_*`` limit leaves grpcio's default (none)."""
 
@@ -380,6 +386,8 @@ class ServerConfig:
     grpc_max_connection_age_ms: int | None = _key(None, _GRPC_LIMIT)
     grpc_max_connection_age_grace_ms: int | None = _key(None, _GRPC_LIMIT)
     grpc_max_receive_message_bytes: int = _key(DEFAULT_GRPC_MAX_RECEIVE_MESSAGE_BYTES, _POSITIVE)
+    queued_max_request_bytes: int = _key(DEFAULT_REQUEST_MEMORY.max_bytes, _POSITIVE)
+    max_request_bytes_per_ip: int = _key(DEFAULT_REQUEST_MEMORY.max_bytes_per_ip, _POSITIVE)
     otlp_tolerant_intake: bool = _key(False, _boolean)
     """An OTLP protobuf body that does not parse is retried decompressed (by its magic bytes) and
     without trailing zero bytes, each repair counted (docs/ingest.md "Raw forwarders")."""
@@ -397,6 +405,9 @@ class ServerConfig:
     def http_timeouts(self) -> HttpTimeouts:
         return HttpTimeouts(self.http_header_timeout_ms, self.http_body_timeout_ms, self.http_idle_timeout_ms)
 
+    def request_memory_limits(self) -> RequestMemoryLimits:
+        return RequestMemoryLimits(self.queued_max_request_bytes, self.max_request_bytes_per_ip)
+
     def gate_limits(self) -> GateLimits:
         """How many sockets may wait at each listener's connection gate, and for how long."""
         return GateLimits(self.max_waiting_connections, self.connection_wait_timeout_ms)
@@ -412,6 +423,8 @@ class ServerConfig:
             problems.append("server.grpc_port and server.http_port must differ")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             problems.append("server.tls_cert_file and server.tls_key_file go together")
+        if self.max_request_bytes_per_ip > self.queued_max_request_bytes:
+            problems.append("server.max_request_bytes_per_ip must be at most server.queued_max_request_bytes")
         if self.tls_client_ca_file is not None and self.tls_cert_file is None:
             problems.append("server.tls_client_ca_file (mTLS) needs server.tls_cert_file")
         for name in ("tls_cert_file", "tls_key_file", "tls_client_ca_file"):
@@ -791,6 +804,11 @@ class SinkConfig:
             except SubscriptionError as exc:
                 problems.append(f"subscriptions.{name}: {exc.message}")
         return problems
+
+    def http_max_body_bytes(self) -> int:
+        """The largest HTTP body read: a KIP-714 JSON push of ``telemetry.max.bytes`` in base64, or an
+        OTLP body of twice that."""
+        return 2 * self.client_metrics.telemetry_max_bytes + _REQUEST_OVERHEAD_BYTES
 
     def callback_configs(self) -> dict[str, object]:
         """What a quota callback's ``configure(configs)`` is given (Kafka gives the broker's

@@ -14,7 +14,10 @@
    the HTTP server (KIP-714 JSON, OTLP ``/v1/metrics``, the admin API ``/admin/v1``, ``/healthz``,
    ``/readyz``, ``/metrics``, every connection through the connection quotas) and the Kafka wire
    listener (``ingest.transports.kafka``, unless ``kafka_listener.port`` is null; every connection through the
-   connection quotas) on the same event loop, with TLS and mTLS from the config.
+   connection quotas) on the same event loop, with TLS and mTLS from the config. The HTTP and Kafka
+   listeners hold their requests' bytes within one ``RequestMemory``
+   (``ingest.transports.request_memory``: ``server.queued_max_request_bytes`` and
+   ``server.max_request_bytes_per_ip``).
 
 Every 30 s idle client instances and quota sensors are expired, and a changed tokens file is re-read.
 A task measures the event loop's lag for ``/metrics`` (``ingest.loop_lag``).
@@ -102,6 +105,7 @@ from ingest.transports.descriptors import (
     share_descriptors,
 )
 from ingest.transports.kafka import KAFKA_LISTENER
+from ingest.transports.request_memory import RequestMemory
 from quotas import QuotaManagers, SystemClock, create_quota_managers
 from subscriptions import ClientMetricsManager
 
@@ -226,6 +230,7 @@ class Sink:
             otlp_tolerant_intake=config.server.otlp_tolerant_intake,
         )
         self.descriptors = self._share_descriptors()
+        self.request_memory = RequestMemory(config.server.request_memory_limits())
         self.grpc_port = 0
         self.http_port = 0
         self.kafka_port: int | None = None
@@ -270,9 +275,10 @@ class Sink:
                 self.quotas,
                 self.pipeline.request_metrics,
                 self.clock.now_ms,
-                loop_lag=self.loop_lag,
+                collectors=(self.loop_lag, self.request_memory),
             ),
-            max_body_bytes=2 * self.config.client_metrics.telemetry_max_bytes + 65536,
+            max_body_bytes=self.config.http_max_body_bytes(),
+            request_memory=self.request_memory,
         )
         app.add_routes(admin_routes(self.admin, request_client))
         timeouts = server.http_timeouts()
@@ -341,6 +347,7 @@ class Sink:
                 self.config.server.gate_limits(), max_sockets=self.descriptors.shares[KAFKA_LISTENER]
             ),
             sasl=self._sasl_settings(),
+            request_memory=self.request_memory,
         )
         await self.kafka.start(self.config.server.host, kafka.port)
         self.kafka_port = self.kafka.port

@@ -6,8 +6,9 @@ over gRPC pushing the captured payloads of ``tests/fixtures/librdkafka``) drives
 
 - ``clean``: the fleet alone;
 - then one phase per attack: the fleet, and beside it one attacker sending that attack back to back
-  (one request at a time; the slow-client attack holds ``--slow-sockets`` sockets instead), each at
-  the largest size the sink's default limits let it send (``tests/support/attacks.py`` builds them).
+  (one request at a time; the slow-client attack holds ``--slow-sockets`` sockets instead, the
+  stalled-bodies attack ``--stalled-bodies`` uploads), each at the largest size the sink's default
+  limits let it send (``tests/support/attacks.py`` builds them).
   The attacker connects from 127.0.0.2, another client address on loopback, so that per-IP
   connection limits apply to it and not to the fleet.
 
@@ -196,6 +197,27 @@ def client_id_flood(target: Target) -> Attack:
     return back_to_back(send)
 
 
+async def _hold(port: int, start: bytes, answers: Counter[str]) -> None:
+    """A socket that sends ``start`` and nothing more, reopened as soon as the sink closes it."""
+    while True:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(SOURCE, 0))
+        except OSError as exc:
+            answers[f"connect: {type(exc).__name__}"] += 1
+            await asyncio.sleep(0.1)
+            continue
+        try:
+            writer.write(start)
+            while answer := await reader.read(65536):  # whatever the sink answers, until it closes
+                if answer.startswith(b"HTTP/1.1 "):
+                    answers[answer[:12].decode()] += 1
+            answers["closed by the sink"] += 1
+        except ConnectionError:
+            answers["closed by the sink"] += 1
+        finally:
+            writer.close()
+
+
 def slow_sockets(target: Target, count: int) -> Attack:
     """``count`` sockets, each reopened as soon as the sink closes it: a third stop in the middle of
     HTTP headers, a third send HTTP headers and never the body, a third start a Kafka frame and never
@@ -214,26 +236,21 @@ def slow_sockets(target: Target, count: int) -> Attack:
         (target.kafka_port, attacks.declared_frame(1_000_000)),
     ]
 
-    async def hold(port: int, start: bytes, answers: Counter[str]) -> None:
-        while True:
-            try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(SOURCE, 0))
-            except OSError as exc:
-                answers[f"connect: {type(exc).__name__}"] += 1
-                await asyncio.sleep(0.1)
-                continue
-            try:
-                writer.write(start)
-                while await reader.read(65536):  # whatever the sink answers, until it closes
-                    pass
-                answers["closed by the sink"] += 1
-            except ConnectionError:
-                answers["closed by the sink"] += 1
-            finally:
-                writer.close()
+    async def attack(answers: Counter[str]) -> None:
+        await asyncio.gather(*(_hold(*starts[n % len(starts)], answers) for n in range(count)))
+
+    return attack
+
+
+def stalled_bodies(target: Target, count: int, body_bytes: int) -> Attack:
+    """``count`` OTLP/HTTP uploads announcing ``body_bytes`` and stalling 1 KiB short of the end, each
+    reopened as soon as the sink closes it (the body timeout, 30 s): what they hold in memory."""
+    start = attacks.http_request(
+        "POST", "/v1/metrics", [("Content-Type", b"application/x-protobuf")], length=body_bytes
+    ) + bytes(body_bytes - 1024)
 
     async def attack(answers: Counter[str]) -> None:
-        await asyncio.gather(*(hold(*starts[n % len(starts)], answers) for n in range(count)))
+        await asyncio.gather(*(_hold(target.http_port, start, answers) for _ in range(count)))
 
     return attack
 
@@ -316,6 +333,10 @@ def build_attacks(target: Target, args: argparse.Namespace) -> dict[str, tuple[s
         "f9-slow": (
             f"{args.slow_sockets} sockets that never finish their request (HTTP headers/body, Kafka frame)",
             slow_sockets(target, args.slow_sockets),
+        ),
+        "f9-stalled-bodies": (
+            f"{args.stalled_bodies} OTLP/HTTP uploads of {body_max >> 20} MiB stalled 1 KiB short of the end",
+            stalled_bodies(target, args.stalled_bodies, body_max),
         ),
         "f10-metadata": (
             f"Kafka Metadata v0 frame of {DEFAULT_SOCKET_REQUEST_MAX_BYTES >> 20} MiB naming "
@@ -439,6 +460,9 @@ def main() -> None:
     parser.add_argument("--warmup-s", type=float, default=2.0, help="per phase, before the window")
     parser.add_argument("--phase-s", type=float, default=15.0, help="measured window per phase")
     parser.add_argument("--slow-sockets", type=int, default=500, help="sockets the slow-client attack holds")
+    parser.add_argument(
+        "--stalled-bodies", type=int, default=600, help="uploads the stalled-bodies attack holds"
+    )
     parser.add_argument("--attacks", help="comma-separated attack names (default: all)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="hostile-bench-"))

@@ -32,7 +32,11 @@ the engines:
   ``telemetry_sink_quota_entities`` and ``telemetry_sink_quota_entities_evicted_total`` by
   ``quota_type`` (the least recently recorded entity's sensors removed to make room);
 - the event loop's lag (``ingest.loop_lag``): ``telemetry_sink_event_loop_lag_seconds`` (a histogram)
-  and ``telemetry_sink_event_loop_lag_max_seconds`` (the largest since the previous scrape).
+  and ``telemetry_sink_event_loop_lag_max_seconds`` (the largest since the previous scrape);
+- the request bytes the listeners hold (``ingest.transports.request_memory``):
+  ``telemetry_sink_request_memory_held_bytes``, ``telemetry_sink_request_memory_max_bytes``,
+  ``telemetry_sink_request_memory_waiting`` (Kafka requests muted for memory) and
+  ``telemetry_sink_request_memory_refused_total`` (HTTP requests answered 503 for it).
 """
 
 from __future__ import annotations
@@ -51,7 +55,6 @@ from prometheus_client.registry import Collector
 from exporters import QuotaSample
 from ingest.errors import error_name
 from ingest.limits import DEFAULT_LIMITS
-from ingest.loop_lag import LoopLagMonitor
 from ingest.push.admission import Admission
 from ingest.push.holds import ClientHolds
 from quotas import QuotaManagers
@@ -311,12 +314,14 @@ def metrics_exposition(
     requests: RequestMetrics,
     now_ms: Callable[[], int],
     *,
-    loop_lag: LoopLagMonitor | None = None,
+    collectors: Iterable[Collector] = (),
 ) -> Callable[[], bytes]:
-    """A function rendering the current ``/metrics`` page (with the event loop's lag, if given)."""
+    """A function rendering the current ``/metrics`` page, with the given ``collectors``' metrics too
+    (the event loop's lag, ``ingest.loop_lag``; the request memory,
+    ``ingest.transports.request_memory``)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SinkCollector(manager, quotas, now_ms))
     registry.register(requests)
-    if loop_lag is not None:
-        registry.register(loop_lag)
+    for collector in collectors:
+        registry.register(collector)
     return lambda: generate_latest(registry)

@@ -31,6 +31,12 @@ this app's middleware answers 401 with ``WWW-Authenticate: Bearer`` and a JSON b
 software name or version that is not valid text or is over its ``limits:``) 400 with INVALID_REQUEST
 naming the header (a ``google.rpc.Status`` INVALID_ARGUMENT on ``/v1/metrics``). Every RPC is counted
 and timed (``metrics.RequestMetrics``, transport ``http``).
+
+A request with a body holds its size (``Content-Length``, or the body limit when chunked) in the
+listeners' ``RequestMemory`` from its headers until it is answered; one over a bound is answered at
+once, its body never read: 503 with ``Retry-After`` and UNKNOWN_SERVER_ERROR saying which bound (a
+``google.rpc.Status`` UNAVAILABLE on ``/v1/metrics``, which OTLP clients retry). Its connection stays
+open, unread past aiohttp's read-ahead, until the client sends the rest or the body timeout closes it.
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ from ingest.push.metrics import CONTENT_TYPE, Rpc
 from ingest.push.pipeline import EXPORTER_RETRY_MS, OtlpOutcome, TelemetryPipeline
 from ingest.security.authentication import AuthenticationError, Authenticator
 from ingest.security.identity import ClientTextError, http_client_context
+from ingest.transports.connections import connection_ip
+from ingest.transports.request_memory import RequestMemory
 from ingest.wire import (
     GET_PATH,
     HEALTH_PATH,
@@ -217,11 +225,16 @@ def create_http_app(
     ready: Callable[[], Health],
     metrics: Callable[[], bytes] | None = None,
     max_body_bytes: int = 4 * 1024 * 1024,
+    request_memory: RequestMemory | None = None,
 ) -> web.Application:
     """The application; ``ready`` says whether the exporter can store pushes, ``metrics`` renders
-    ``/metrics`` (``ingest.push.metrics.metrics_exposition``)."""
+    ``/metrics`` (``ingest.push.metrics.metrics_exposition``); request bodies are held within
+    ``request_memory`` (shared with the other listeners; by default one of its own)."""
     handlers = _Handlers(pipeline, ready, metrics)
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[handlers.observed, _errors_as_json])
+    held = _within(request_memory or RequestMemory(), max_body_bytes)
+    app = web.Application(
+        client_max_size=max_body_bytes, middlewares=[handlers.observed, _errors_as_json, held]
+    )
     app[AUTHENTICATOR] = pipeline.authenticator
     app[LIMITS] = pipeline.limits
     if metrics is not None:
@@ -405,6 +418,34 @@ async def _errors_as_json(
         log.exception("HTTP %s %s failed", request.method, request.path)
         message = "the sink could not handle the request; retry"
         return _refused(request, 503, Errors.UNKNOWN_SERVER_ERROR, message)
+
+
+def _within(memory: RequestMemory, max_body_bytes: int) -> Any:
+    """The middleware holding each request body's size in ``memory`` until the request is answered."""
+
+    @web.middleware
+    async def held(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if not request.body_exists:
+            return await handler(request)
+        length = request.content_length
+        size = max_body_bytes if length is None else min(length, max_body_bytes)
+        transport = request.transport
+        ip = connection_ip(transport.get_extra_info("peername") if transport is not None else None)
+        if ip is None or size <= 0:
+            return await handler(request)
+        if not memory.try_take(ip, size):
+            why = memory.refusal(ip)
+            response = _refused(request, 503, Errors.UNKNOWN_SERVER_ERROR, f"{why}: retry later")
+            response.headers.setdefault("Retry-After", str(retry_after_seconds(EXPORTER_RETRY_MS)))
+            return response
+        try:
+            return await handler(request)
+        finally:
+            memory.give_back(ip, size)
+
+    return held
 
 
 def _refused(request: web.Request, status: int, code: Errors, message: str) -> web.Response:

@@ -12,7 +12,10 @@ answers them with ``KafkaApis``, one connection at a time as a broker's network 
   answered (``apis``). Only PushTelemetry needs that size: the listener reads a request's api key
   first and closes the connection, before reading the rest, when any other request is larger than
   ``non_push_request_max_bytes``. So a connection holds at most one request of at most that size in
-  memory (plus the stream's 128 KiB read-ahead) before it is authorized or admitted.
+  memory (plus the stream's 128 KiB read-ahead) before it is authorized or admitted. A request's size
+  is held in the listeners' ``RequestMemory`` from its frame's size until it is answered; one that
+  does not fit is not read (the connection is muted, as a broker's under memory pressure) until it
+  does, and the connection is closed if that is not within ``request_read_timeout_ms``.
 - Throttling: a quota throttle goes out in the response at once, and the connection is muted (no
   further reads) until the quota engine's reaper ends the throttle (QUO-14): the connection is the
   ``ThrottleCallback``. A client that disconnects while muted is closed (and its instances evicted) at
@@ -58,6 +61,7 @@ from ingest.transports.connections import (
 from ingest.transports.kafka.apis import Answer, KafkaApis
 from ingest.transports.kafka.protocol import API_KEY, FRAME_SIZE, PUSH_TELEMETRY, FrameError
 from ingest.transports.kafka.sasl import KafkaSasl, SaslSettings
+from ingest.transports.request_memory import RequestMemory
 from quotas import Clock, ConnectionQuotas
 from subscriptions import ClientContext, ClientMetricsManager
 
@@ -99,7 +103,10 @@ class _Connection:
     __slots__ = (
         "_contexts",
         "_gone",
+        "_held",
+        "_ip",
         "_listener",
+        "_memory_wait",
         "_reader",
         "_software",
         "_unmuted",
@@ -137,6 +144,9 @@ class _Connection:
             int(peer[1]) if isinstance(peer, tuple) and len(peer) > 1 else None,
         )
         self.local_address: tuple[str, int] = (str(local[0]), int(local[1]))
+        self._ip = connection_ip(peer) or ""
+        self._held = 0
+        self._memory_wait: str | None = None
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{index}"
         tls = writer.get_extra_info("ssl_object")
         self.principal = certificate_principal(tls.getpeercert(binary_form=True) if tls else None)
@@ -223,6 +233,7 @@ class _Connection:
                 self._close_because("SASL authentication failed or a request came out of its order")
                 return
             self.busy = False
+            self.give_back()
 
     async def _read_frame(self) -> bytes | None:
         """The next request frame; None when the connection is to be closed (said why in the log)."""
@@ -254,12 +265,34 @@ class _Connection:
                         f"{limits.request_max_bytes(api_key)} for it)"
                     )
                     return None
+                await self._hold(size)
                 return head + await reader.readexactly(size - len(head))
         except asyncio.IncompleteReadError as exc:
             self._close_because(f"closed by the client in the middle of a request ({len(exc.partial)} bytes)")
         except TimeoutError:
-            self._close_because(f"a request not complete within {limits.request_read_timeout_ms} ms")
+            if self._memory_wait is not None:
+                waited = limits.request_read_timeout_ms
+                self._close_because(f"no memory for its request within {waited} ms: {self._memory_wait}")
+            else:
+                self._close_because(f"a request not complete within {limits.request_read_timeout_ms} ms")
+        self.give_back()
         return None
+
+    async def _hold(self, size: int) -> None:
+        """Hold a request's ``size`` in the listeners' ``RequestMemory`` before reading its body:
+        unread, as a broker mutes a channel under memory pressure, until it fits."""
+        memory = self._listener.request_memory
+        if not memory.fits(self._ip):
+            self._memory_wait = memory.refusal(self._ip)
+        await memory.take(self._ip, size)
+        self._memory_wait = None
+        self._held = size
+
+    def give_back(self) -> None:
+        """Give back the bytes the request being read or answered holds (if any)."""
+        if self._held:
+            self._listener.request_memory.give_back(self._ip, self._held)
+            self._held = 0
 
     async def _respond(self, frame: bytes) -> tuple[Answer | bytes | None, bool]:
         """The answer to a frame (the authenticator's as bytes), and whether to close the connection
@@ -332,8 +365,11 @@ class KafkaListener:
         max_connection_creation_rate: int = 2147483647,
         gate_limits: GateLimits = DEFAULT_GATE_LIMITS,
         sasl: SaslSettings | None = None,
+        request_memory: RequestMemory | None = None,
     ) -> None:
         self.apis = apis
+        self.request_memory = request_memory or RequestMemory()
+        """The request bytes held at once (shared with the other listeners; by default its own)."""
         self.sasl = sasl
         """SASL_PLAINTEXT / SASL_SSL when set (``sasl``); else every connection is what its TLS says."""
         self.clock = clock
@@ -384,6 +420,7 @@ class KafkaListener:
         except Exception:  # one connection's surprise never reaches the listener
             log.exception("Kafka connection %s failed; closing it", connection.connection_id)
         finally:
+            connection.give_back()
             del self._serving[task]
             evicted = self.manager.connection_closed(connection.connection_id)
             if evicted:
