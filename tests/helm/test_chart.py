@@ -20,6 +20,7 @@ import yaml
 from ingest.config import KafkaListenerConfig, ServerConfig, SinkConfig
 from ingest.limits import RequestLimits
 from ingest.server import shutdown_budget_s
+from ingest.transports.request_memory import DEFAULT_REQUEST_MEMORY
 from telemetry_sink.cli import build_parser
 from telemetry_sink.commands.spark import _sql_server_settings as sql_server_settings
 from tests.support.paths import REPO
@@ -716,6 +717,13 @@ def test_prometheus_scrapes_over_tls_trusting_the_servers_ca() -> None:
     assert endpoint["scheme"] == "https"
     assert endpoint["tlsConfig"]["ca"] == {"secret": {"name": "sink-tls", "key": "ca.crt"}}
     assert endpoint["tlsConfig"]["serverName"] == "ts-telemetry-sink.telemetry.svc"
+
+
+def test_the_request_memory_bounds_reach_the_sink(tmp_path: Path) -> None:
+    assert load_sink_config({}, tmp_path).server.request_memory_limits() == DEFAULT_REQUEST_MEMORY
+    values = {"sink": {"queuedMaxRequestBytes": 1 << 30, "maxRequestBytesPerIp": 1 << 27}}
+    limits = load_sink_config(values, tmp_path).server.request_memory_limits()
+    assert (limits.max_bytes, limits.max_bytes_per_ip) == (1 << 30, 1 << 27)
 
 
 def test_large_numbers_render_as_integers() -> None:
