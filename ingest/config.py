@@ -26,7 +26,7 @@ server:
   http_idle_timeout_ms: 120000  # close HTTP connections without a request this long (keep-alive)
   max_waiting_connections: 1000 # sockets waiting at the HTTP or Kafka connection gate; more are closed
   connection_wait_timeout_ms: 10000  # a socket not admitted within this is closed
-  grpc_max_connections: 10000   # gRPC connection limits grpcio enforces; null: none
+  grpc_max_connections: 10000   # gRPC connection limits grpcio enforces; null: its share of the open files
   grpc_max_concurrent_streams: 100   # RPCs at once on one connection (more wait)
   grpc_max_connection_idle_ms: 600000  # GOAWAY to a connection without RPCs this long
   grpc_max_connection_age_ms: null
@@ -359,7 +359,8 @@ class ServerConfig:
       unbounded) and ``max_request_bytes_per_ip`` (64 MiB): the request bytes the HTTP and Kafka
       listeners hold at once, in all and per client address (``ingest.transports.request_memory``).
 
-    null for a ``grpc_*`` limit leaves grpcio's default (none)."""
+    null for a ``grpc_*`` limit leaves grpcio's default (none), but for ``grpc_max_connections``, which
+    then gets its share of the open-file limit (``ingest.transports.descriptors``)."""
 
     host: str = _key("0.0.0.0", _text("a host name or address"))
     grpc_port: int = _key(4317, _PORT)

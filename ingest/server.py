@@ -248,7 +248,7 @@ class Sink:
         await self.replicas.heartbeat()  # and with the quotas' share of the live replicas
         await self.exporter.start()
         grpc_limits = server
-        if self.descriptors.reduced:
+        if self.descriptors.reduced or server.grpc_max_connections is None:  # null: its share
             grpc_limits = replace(server, grpc_max_connections=self.descriptors.shares[GRPC_SOCKETS])
         self._grpc = grpc.aio.server(
             options=[

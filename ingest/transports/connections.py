@@ -255,6 +255,7 @@ class _GatedConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
         self._release()
+        self._give_socket_back()  # during a TLS handshake no connection_lost reaches this protocol
 
     def _release(self) -> None:
         if self._counted and self._ip is not None:

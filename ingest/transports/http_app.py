@@ -35,8 +35,9 @@ and timed (``metrics.RequestMetrics``, transport ``http``).
 A request with a body holds its size (``Content-Length``, or the body limit when chunked) in the
 listeners' ``RequestMemory`` from its headers until it is answered; one over a bound is answered at
 once, its body never read: 503 with ``Retry-After`` and UNKNOWN_SERVER_ERROR saying which bound (a
-``google.rpc.Status`` UNAVAILABLE on ``/v1/metrics``, which OTLP clients retry). Its connection stays
-open, unread past aiohttp's read-ahead, until the client sends the rest or the body timeout closes it.
+``google.rpc.Status`` UNAVAILABLE on ``/v1/metrics``, which OTLP clients retry), and its connection
+closed (nothing reads the body beyond aiohttp's read-ahead; a client that sent ``Expect:
+100-continue`` was told to go on before the check, as aiohttp answers it first).
 """
 
 from __future__ import annotations
@@ -439,6 +440,7 @@ def _within(memory: RequestMemory, max_body_bytes: int) -> Any:
             why = memory.refusal(ip)
             response = _refused(request, 503, Errors.UNKNOWN_SERVER_ERROR, f"{why}: retry later")
             response.headers.setdefault("Retry-After", str(retry_after_seconds(EXPORTER_RETRY_MS)))
+            response.force_close()  # not drained (aiohttp would read the body for up to 10 s)
             return response
         try:
             return await handler(request)

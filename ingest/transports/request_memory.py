@@ -9,7 +9,7 @@ sending a 2 MiB body slowly, held 2 GB. ``RequestMemory`` bounds the sum twice:
 
 - ``max_bytes`` over every client, as Kafka's memory pool (``queued.max.request.bytes``) does;
 - ``max_bytes_per_ip`` for each source address, so one client's stalled uploads use up only its own
-  bound, never the memory other clients' requests need.
+  bound (a few addresses together can still fill the total, after which everyone waits or is refused).
 
 A request is read while both bounds have room left, whatever its size (Kafka's pool, not strict,
 does the same): a bound is passed by at most one request. One that comes when a bound is used up is
@@ -22,6 +22,7 @@ timeout (``ingest.transports.kafka.listener``).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -55,12 +56,15 @@ class RequestMemory(Collector):
         self.held = 0
         self.refused = 0
         self._by_ip: dict[str, int] = {}
-        self._waiters: list[asyncio.Future[None]] = []
+        self._queues: dict[str, deque[asyncio.Future[None]]] = {}
+        """Each waiting address's requests, first come first woken; a wait that ended (cancelled) is
+        dropped when it reaches the front."""
+        self._waiting = 0
 
     @property
     def waiting(self) -> int:
         """Requests waiting for memory (Kafka connections muted under memory pressure)."""
-        return len(self._waiters)
+        return self._waiting
 
     def held_by(self, ip: str) -> int:
         return self._by_ip.get(ip, 0)
@@ -91,30 +95,56 @@ class RequestMemory(Collector):
 
     async def take(self, ip: str, size: int) -> None:
         """Hold ``size`` bytes for ``ip``, waiting for other requests to give theirs back (the caller
-        bounds the wait)."""
+        bounds the wait). Waits are woken one per address at a time, in order, so that a give-back
+        costs the addresses waiting, never every waiting request."""
+        first = True
         while not self.fits(ip):
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            queue = self._queues.setdefault(ip, deque())
+            if first:
+                queue.append(waiter)
+            else:
+                queue.appendleft(waiter)  # woken but still no room: keep its turn
+            first = False
+            self._waiting += 1
             try:
                 await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake(ip)  # woken, then cancelled before its turn: the next one's turn
+                raise
             finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+                self._waiting -= 1
         self._hold(ip, size)
+        self._wake(ip)  # room left for its address: the next one's turn
 
     def give_back(self, ip: str, size: int) -> None:
-        """Give back what ``try_take`` or ``take`` held for a request from ``ip``; whoever waits
-        looks again."""
+        """Give back what ``try_take`` or ``take`` held for a request from ``ip``; the first waiting
+        request of each address with room looks again."""
         self.held -= size
         left = self.held_by(ip) - size
         if left > 0:
             self._by_ip[ip] = left
         else:
             self._by_ip.pop(ip, None)
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
+        if self.held_by(ip) < self.limits.max_bytes_per_ip:
+            self._wake(ip)
+        if self.held < self.limits.max_bytes:
+            for waiting in [other for other in self._queues if other != ip]:
+                self._wake(waiting)
+
+    def _wake(self, ip: str) -> None:
+        """Wake the first request of ``ip`` still waiting, if it may fit."""
+        queue = self._queues.get(ip)
+        if queue is None or not self.fits(ip):
+            return
+        while queue:
+            waiter = queue.popleft()
             if not waiter.done():
                 waiter.set_result(None)
+                break
+        if not queue:
+            del self._queues[ip]
 
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(

@@ -27,6 +27,7 @@ from opentelemetry.sdk.metrics.export import MetricExportResult
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.proto import client_telemetry_pb2_grpc as pb_grpc
 from ingest.server import freeze_start_up_objects
+from ingest.transports.descriptors import descriptors_in_use
 from subscriptions import Errors, kafka_uuid_string
 from tests.support.kip714_grpc import librdkafka_push
 from tests.support.otlp import sdk_metrics
@@ -142,7 +143,7 @@ def test_F9_with_1024_open_files_a_flood_on_one_port_leaves_the_others_and_the_c
         assert "The open-file limit (1,024) leaves" in said
         assert re.search(r"GRPC [\d,]+ \(of 10,000\), HTTP [\d,]+ \(of 11,000\), KAFKA", said)
         with contextlib.ExitStack() as flood:  # one IP's idle sockets, closed at the end of the block
-            flood.enter_context(_open_files_at_least(FLOOD + 100))
+            flood.enter_context(_open_files_at_least(descriptors_in_use() + FLOOD + 100))
             for _ in range(FLOOD):
                 flood.enter_context(socket.create_connection(("127.0.0.1", sink.http_port), timeout=30))
             opened = len(list(Path(f"/proc/{sink.process.pid}/fd").iterdir()))
@@ -155,6 +156,7 @@ def test_F9_with_1024_open_files_a_flood_on_one_port_leaves_the_others_and_the_c
         deadline = time.monotonic() + 60
         while (ready := _ready(sink)) != 200:  # the HTTP port serves again once the flood has gone
             assert time.monotonic() < deadline, ready
+            time.sleep(0.05)  # a poll, not a wait for time: the loop ends once the port answers
         sink.process.send_signal(signal.SIGTERM)
         assert sink.process.wait(timeout=60) == 0
     said = sink.log.read_text()

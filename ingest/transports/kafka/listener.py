@@ -15,7 +15,8 @@ answers them with ``KafkaApis``, one connection at a time as a broker's network 
   memory (plus the stream's 128 KiB read-ahead) before it is authorized or admitted. A request's size
   is held in the listeners' ``RequestMemory`` from its frame's size until it is answered; one that
   does not fit is not read (the connection is muted, as a broker's under memory pressure) until it
-  does, and the connection is closed if that is not within ``request_read_timeout_ms``.
+  does; the wait counts in the request's ``request_read_timeout_ms`` (from its first byte), after
+  which the connection is closed.
 - Throttling: a quota throttle goes out in the response at once, and the connection is muted (no
   further reads) until the quota engine's reaper ends the throttle (QUO-14): the connection is the
   ``ThrottleCallback``. A client that disconnects while muted is closed (and its instances evicted) at
@@ -223,6 +224,7 @@ class _Connection:
                 response.write_to(self._writer)
             elif response is not None:
                 self._writer.write(response)
+            self.give_back()  # the request is answered: its bytes are no longer held
             try:
                 async with asyncio.timeout(idle_s):
                     await self._writer.drain()
@@ -233,7 +235,6 @@ class _Connection:
                 self._close_because("SASL authentication failed or a request came out of its order")
                 return
             self.busy = False
-            self.give_back()
 
     async def _read_frame(self) -> bytes | None:
         """The next request frame; None when the connection is to be closed (said why in the log)."""

@@ -78,8 +78,40 @@ async def test_F9_a_wait_for_memory_that_is_cancelled_leaves_nothing_held() -> N
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
+    assert memory.waiting == 0
     memory.give_back("a", 10)
     assert memory.held == 0
+
+
+async def test_F9_a_give_back_wakes_one_request_of_each_address_with_room_not_every_waiting_one() -> None:
+    """Thousands of requests of one address waiting cost another address's give-back nothing; that
+    address's own give-back wakes its requests one after another, in order."""
+    memory = RequestMemory(RequestMemoryLimits(max_bytes=10_000, max_bytes_per_ip=10))
+    memory.try_take("hostile", 10)
+    order: list[int] = []
+
+    async def wait(n: int) -> None:
+        await memory.take("hostile", 10)
+        order.append(n)
+
+    waits = [asyncio.ensure_future(wait(n)) for n in range(2000)]
+    await asyncio.sleep(0)
+    assert memory.waiting == 2000
+    for _ in range(100):  # another address's requests come and go
+        assert memory.try_take("other", 5)
+        memory.give_back("other", 5)
+    await asyncio.sleep(0)
+    assert memory.waiting == 2000
+    assert not order  # none of them was woken
+    for n in range(3):
+        memory.give_back("hostile", 10)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert order == list(range(n + 1))  # the next one in line, and only it
+    for pending in waits:
+        pending.cancel()
+    await asyncio.gather(*waits, return_exceptions=True)
+    assert memory.waiting == 0
 
 
 def test_F9_what_is_held_waits_and_was_refused_is_on_the_metrics_page() -> None:
