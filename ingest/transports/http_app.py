@@ -51,6 +51,7 @@ from typing import Any, Final
 from uuid import UUID
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from google.protobuf import json_format
 from google.rpc.status_pb2 import Status
 
@@ -421,7 +422,7 @@ async def _errors_as_json(
         return _refused(request, 503, Errors.UNKNOWN_SERVER_ERROR, message)
 
 
-def _within(memory: RequestMemory, max_body_bytes: int) -> Any:
+def _within(memory: RequestMemory, max_body_bytes: int) -> Middleware:
     """The middleware holding each request body's size in ``memory`` until the request is answered."""
 
     @web.middleware

@@ -127,11 +127,8 @@ class RequestMemory(Collector):
             self._by_ip[ip] = left
         else:
             self._by_ip.pop(ip, None)
-        if self.held_by(ip) < self.limits.max_bytes_per_ip:
-            self._wake(ip)
-        if self.held < self.limits.max_bytes:
-            for waiting in [other for other in self._queues if other != ip]:
-                self._wake(waiting)
+        for waiting in list(self._queues):  # each checks its own room and the total's
+            self._wake(waiting)
 
     def _wake(self, ip: str) -> None:
         """Wake the first request of ``ip`` still waiting, if it may fit."""
