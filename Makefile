@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 COMPILED := $(wildcard quotas/*.py)  # setup.py compiles some of them with mypyc
 JVM := spark_jobs/jvm.py $(wildcard spark_jobs/java/telemetry/sink/*.java)  # the JVM decoder's jar
 
-.PHONY: setup browser ldap test lint typecheck unit run bench proto clean
+.PHONY: setup browser ldap test check fast lint typecheck unit run bench proto clean
 
 setup: $(STAMP)
 
@@ -35,12 +35,23 @@ typecheck: setup
 	$(BIN)/mypy
 
 # Two processes: the Spark tests start their JVM in a process where no gRPC test has run (spawning the
-# JVM from a process with live gRPC threads failed now and then). Together they are every test.
+# JVM from a process with live gRPC threads failed now and then). Together they are every test, each
+# run in a new random order (pytest-randomly prints the seed), under the leak guard and the per-test
+# timeout (tests/support/leaks.py, [tool.pytest.ini_options] in pyproject.toml).
 unit: setup browser ldap
 	$(BIN)/pytest -m "not spark"
 	$(BIN)/pytest -m spark
 
 test: lint typecheck unit
+
+# The fast loop for everyday work (docs/architecture.md, "The fast loop"): lint, types, and the tests
+# that need no Spark, no browser, no Helm and no server process or real server on loopback.
+FAST := not integration and not spark and not helm and not browser
+
+fast: setup
+	$(BIN)/pytest -q -m "$(FAST)"
+
+check: lint typecheck fast
 
 # The sink on its embedded default (./data; gRPC 4317, HTTP 4318, Kafka 9094); telemetry-sink.yaml if present.
 run: setup

@@ -4,6 +4,7 @@
 ``OtlpForwardingExporter`` (a downstream collector), ``LogExporter``, ``InMemoryExporter``;
 ``load_exporter`` finds one by entry point or dotted path, ``ChainExporter`` runs several;
 ``QuotaSampleRecorder`` lands quota-sensor snapshots; ``maintain`` compacts, checkpoints and vacuums.
+Their errors are one tree under ``ExporterError`` (``errors``).
 """
 
 from exporters.base import Exporter, ExportResult, Health, PushContext, TelemetryPush, new_push_id
@@ -19,6 +20,7 @@ from exporters.delta.shards import (
     list_shards,
     shard_uri,
 )
+from exporters.errors import ExporterError
 from exporters.in_memory import InMemoryExporter
 from exporters.log import LogExporter
 from exporters.otlp_forward import OtlpForwardingExporter
@@ -31,6 +33,7 @@ __all__ = [
     "DeltaLandingExporter",
     "ExportResult",
     "Exporter",
+    "ExporterError",
     "ExporterLoadError",
     "Health",
     "InMemoryExporter",

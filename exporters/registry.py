@@ -14,13 +14,14 @@ from importlib.metadata import entry_points
 from typing import Any, Final
 
 from exporters.base import Exporter, ExportResult, Health, TelemetryPush
+from exporters.errors import ExporterError
 
 __all__ = ["ENTRY_POINT_GROUP", "ChainExporter", "ExporterLoadError", "load_exporter"]
 
 ENTRY_POINT_GROUP: Final = "telemetry_sink.exporters"
 
 
-class ExporterLoadError(ValueError):
+class ExporterLoadError(ExporterError, ValueError):
     """An exporter name or path that does not lead to an Exporter."""
 
 

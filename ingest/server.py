@@ -462,7 +462,7 @@ class Sink:
         await self.exporter.shutdown()
         if listeners:
             await asyncio.wait(listeners)
-        await self.pipeline.decoders.close()
+        await self.pipeline.close()
         self._stopping.set()
         if self.quota_samples is not None and self._sampling is not None:
             self.quota_samples.stop()

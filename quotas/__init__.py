@@ -17,13 +17,8 @@ from quotas.callback import (
 )
 from quotas.client_quota_manager import DEFAULT_MAX_QUOTA_ENTITIES, ClientQuotaManager, QuotaManagerConfig
 from quotas.clock import Clock, SystemClock
-from quotas.config import QuotaConfig, QuotaConfigError
-from quotas.connection_quotas import (
-    ConnectionQuotaConfig,
-    ConnectionQuotas,
-    ConnectionThrottledError,
-    TooManyConnectionsError,
-)
+from quotas.config import ConnectionQuotaConfig, QuotaConfig, QuotaConfigError
+from quotas.connection_quotas import ConnectionQuotas, ConnectionThrottledError, TooManyConnectionsError
 from quotas.controller_mutation_quota_manager import (
     ControllerMutationQuota,
     ControllerMutationQuotaManager,

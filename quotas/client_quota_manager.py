@@ -54,7 +54,7 @@ class QuotaManagerConfig:
     metrics_num_samples: int = 2
     metrics_sample_window_ms: int = 30_000
     """The registry's default window (``metrics.num.samples`` x ``metrics.sample.window.ms``), which
-    Kafka's throttle-time sensors use: a throttle stays visible for 30 to 60 s (G4)."""
+    Kafka's throttle-time sensors use: a throttle stays visible for 30 to 60 s (AUD-G4)."""
 
     @property
     def window_ms(self) -> int:

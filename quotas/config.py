@@ -22,22 +22,38 @@ behind one NAT), while it keeps one host from taking every file descriptor of th
 Per-entity quotas (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
 ``controller_mutation_rate``, ``connection_creation_rate``) are not config keys: they are set on
 entities (``QuotaManagers.alter``), like Kafka's AlterClientQuotas.
+
+The connection keys reach ``ConnectionQuotas`` as a ``ConnectionQuotaConfig``
+(``QuotaConfig.connection_config``; Kafka's ``SocketServerConfigs``), and
+``parse_per_ip_overrides`` reads ``max.connections.per.ip.overrides`` here and in dynamic broker
+configs. As Kafka's config classes, this module imports no quota manager (an import contract in
+``pyproject.toml`` checks it).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
-from quotas.connection_quotas import ConnectionQuotaConfig, parse_per_ip_overrides
 from quotas.errors import INVALID_CONFIG, QuotaError
 from quotas.java import INT_MAX
 
-__all__ = ["DEFAULT_MAX_CONNECTIONS_PER_IP", "QuotaConfig", "QuotaConfigError"]
+__all__ = [
+    "DEFAULT_MAX_CONNECTIONS_PER_IP",
+    "DISABLED",
+    "ConnectionQuotaConfig",
+    "QuotaConfig",
+    "QuotaConfigError",
+    "canonical_ip",
+    "parse_per_ip_overrides",
+]
 
 DEFAULT_MAX_CONNECTIONS_PER_IP: Final = 1000
 """The sink's ``max.connections.per.ip`` unless configured (see the module docstring)."""
+DISABLED: Final = INT_MAX
+"""A connection limit or rate of ``2147483647`` means none (Kafka's default for all of them)."""
 
 _INT_KEYS: Final = {
     "quota.window.num": ("num_quota_samples", 1),
@@ -50,6 +66,55 @@ _INT_KEYS: Final = {
     "metrics.num.samples": ("metrics_num_samples", 1),
     "metrics.sample.window.ms": ("metrics_sample_window_ms", 1),
 }
+
+
+def canonical_ip(address: str) -> str:
+    """The canonical text of an IP address (``::1`` and ``0:0:0:0:0:0:0:1`` are the same IP)."""
+    return str(ipaddress.ip_address(address))
+
+
+def parse_per_ip_overrides(value: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: a comma list of ``host:count`` (IPv6 may be bracketed)."""
+    overrides: dict[str, int] = {}
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not count.strip().isdigit():
+            raise ValueError(f"Invalid max.connections.per.ip.overrides entry {item!r}: expected host:count")
+        overrides[canonical_ip(host.strip().strip("[]"))] = int(count)
+    return overrides
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionQuotaConfig:
+    """Kafka's connection-quota keys (CONN-1); listener limits are set per listener."""
+
+    max_connections: int = DISABLED
+    max_connections_per_ip: int = DISABLED
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    max_connection_creation_rate: int = DISABLED
+    num_quota_samples: int = 11
+    quota_window_size_seconds: int = 1
+    metrics_num_samples: int = 2
+    metrics_sample_window_ms: int = 30_000
+    """The throttle-time sensors' window, as Kafka's registry default (AUD-G4)."""
+
+    def validate(self) -> list[str]:
+        problems = []
+        for key, value in (
+            ("max.connections", self.max_connections),
+            ("max.connections.per.ip", self.max_connections_per_ip),
+            ("max.connection.creation.rate", self.max_connection_creation_rate),
+        ):
+            if not 0 <= value <= INT_MAX:
+                problems.append(f"{key} must be between 0 and {INT_MAX}, got {value}")
+        for ip, count in self.max_connections_per_ip_overrides.items():
+            if not 0 <= count <= INT_MAX:
+                problems.append(f"max.connections.per.ip.overrides: {ip} must be between 0 and {INT_MAX}")
+        if self.num_quota_samples < 1 or self.quota_window_size_seconds < 1:
+            problems.append("quota.window.num and quota.window.size.seconds must be at least 1")
+        return problems
 
 
 class QuotaConfigError(QuotaError, ValueError):

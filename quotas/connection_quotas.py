@@ -7,54 +7,29 @@ listener rates, waits while those are over quota or no slot is free, then checks
 violation un-records the connection everywhere and rejects it with a throttle) and finally counts it
 (over the per-IP limit it is rejected but stays counted until the caller closes it with ``dec``, as
 in Kafka). The inter-broker listener, when more than one listener exists, is protected: it ignores
-the broker-wide limits. Every connection throttle is capped at one quota window.
+the broker-wide limits. Every connection throttle is capped at one quota window. The keys
+(``ConnectionQuotaConfig``) and their parsing are ``quotas.config``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from quotas.clock import Clock
+from quotas.config import DISABLED, ConnectionQuotaConfig, canonical_ip
 from quotas.entities import IP_TAG
 from quotas.java import INT_MAX
 from quotas.sensor import MetricName, Metrics, QuotaViolationError, Sensor
 from quotas.stats import Avg, Gauge, MetricConfig, Quota, Rate
 from quotas.throttle import bounded_throttle_time_ms
 
-__all__ = [
-    "ConnectionQuotaConfig",
-    "ConnectionQuotas",
-    "ConnectionThrottledError",
-    "TooManyConnectionsError",
-    "parse_per_ip_overrides",
-]
+__all__ = ["ConnectionQuotas", "ConnectionThrottledError", "TooManyConnectionsError"]
 
 GROUP: Final = "socket-server-metrics"
 IP_SENSOR_EXPIRY_MS: Final = 3600 * 1000
-DISABLED: Final = INT_MAX
-"""A connection limit or rate of ``2147483647`` means none (Kafka's default for all of them)."""
-
-
-def canonical_ip(address: str) -> str:
-    """The canonical text of an IP address (``::1`` and ``0:0:0:0:0:0:0:1`` are the same IP)."""
-    return str(ipaddress.ip_address(address))
-
-
-def parse_per_ip_overrides(value: str) -> dict[str, int]:
-    """``max.connections.per.ip.overrides``: a comma list of ``host:count`` (IPv6 may be bracketed)."""
-    overrides: dict[str, int] = {}
-    for item in (part.strip() for part in value.split(",")):
-        if not item:
-            continue
-        host, sep, count = item.rpartition(":")
-        if not sep or not count.strip().isdigit():
-            raise ValueError(f"Invalid max.connections.per.ip.overrides entry {item!r}: expected host:count")
-        overrides[canonical_ip(host.strip().strip("[]"))] = int(count)
-    return overrides
 
 
 class TooManyConnectionsError(Exception):
@@ -78,37 +53,6 @@ class ConnectionThrottledError(Exception):
     def should_close(self, now_ms: int) -> bool:
         """The acceptor closes the throttled socket once strictly past the throttle (CONN-3)."""
         return now_ms > self.start_ms + self.throttle_ms
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionQuotaConfig:
-    """Kafka's connection-quota keys (CONN-1); listener limits are set per listener."""
-
-    max_connections: int = DISABLED
-    max_connections_per_ip: int = DISABLED
-    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
-    max_connection_creation_rate: int = DISABLED
-    num_quota_samples: int = 11
-    quota_window_size_seconds: int = 1
-    metrics_num_samples: int = 2
-    metrics_sample_window_ms: int = 30_000
-    """The throttle-time sensors' window, as Kafka's registry default (G4)."""
-
-    def validate(self) -> list[str]:
-        problems = []
-        for key, value in (
-            ("max.connections", self.max_connections),
-            ("max.connections.per.ip", self.max_connections_per_ip),
-            ("max.connection.creation.rate", self.max_connection_creation_rate),
-        ):
-            if not 0 <= value <= INT_MAX:
-                problems.append(f"{key} must be between 0 and {INT_MAX}, got {value}")
-        for ip, count in self.max_connections_per_ip_overrides.items():
-            if not 0 <= count <= INT_MAX:
-                problems.append(f"max.connections.per.ip.overrides: {ip} must be between 0 and {INT_MAX}")
-        if self.num_quota_samples < 1 or self.quota_window_size_seconds < 1:
-            problems.append("quota.window.num and quota.window.size.seconds must be at least 1")
-        return problems
 
 
 @dataclass(slots=True)

@@ -68,7 +68,7 @@ class QuotaManagers:
 
     def update_cluster_metadata(self, cluster: ClusterMetadata) -> bool:
         """Tell each callback about the cluster once (the managers usually share one), and have every
-        manager whose callback says the limits changed re-read them (KIP-257; audit row C14: asking a
+        manager whose callback says the limits changed re-read them (KIP-257; AUD-C14: asking a
         shared callback once per manager re-bounded only the first manager's sensors)."""
         answers: dict[int, bool] = {}
         for manager in self.client_managers():
@@ -113,7 +113,7 @@ def create_quota_managers(
 ) -> QuotaManagers:
     """Build every manager from ``config`` (raising QuotaConfigError for a bad config), each keeping
     sensors for at most ``max_quota_entities`` entities. A configured callback class is given
-    ``callback_configs`` (the sink's configuration, Kafka's ``configure(configs)``; audit row C16),
+    ``callback_configs`` (the sink's configuration, Kafka's ``configure(configs)``; AUD-C16),
     else ``config``'s keys."""
     problems = config.validate()
     if problems:

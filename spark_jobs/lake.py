@@ -63,6 +63,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from exporters import delta_tables_under, is_delta_table
 from exporters.delta.object_store import arrow_filesystem, is_local, store_path
+from spark_jobs.errors import SparkJobError
 
 __all__ = [
     "BridgeStorage",
@@ -108,7 +109,7 @@ _SNAPSHOTS: Final = 64
 """How many table snapshots (a table at a version) a ``DeltaLake`` keeps loaded."""
 
 
-class LakeError(Exception):
+class LakeError(SparkJobError):
     """A table cannot be read or written as asked."""
 
 

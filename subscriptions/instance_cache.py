@@ -118,7 +118,7 @@ class ClientInstanceCache:
 
     def _warn_of_pressure(self, now_ms: int) -> None:
         """A live instance was evicted for room: say so, at most every ``PRESSURE_WARNING_INTERVAL_MS``
-        (Kafka's client-metrics cache warns the same way; audit row I22)."""
+        (Kafka's client-metrics cache warns the same way; AUD-I22)."""
         last = self._last_pressure_warning_ms
         if last is not None and now_ms - last < PRESSURE_WARNING_INTERVAL_MS:
             return

@@ -4,7 +4,9 @@ Code, tests and docs cite behaviours by rule id (TEL-9, QUO-3, PD-12, CONN-E1, .
 defines each one in an entry starting with the bold id. These tests hold every file of the checkout
 (tracked, or new and not ignored) to that: each id it uses, alone, in a range (``QUO-3..QUO-10``,
 ``TEL-2..4``), shortened (``QUO-4/5``) or in a test name (``test_G_5_TEL_16_...``), is defined; and
-no file points at a path outside the repository.
+no file points at a path outside the repository. The findings of the reviews and the rows of the audits
+(F9, AUD-D8, T3-2, KF3-C-6) are defined in docs/findings.md instead (``test_findings_reference``): a
+row of the third audit such as KF3-C-6 is never read as the rule it contains.
 """
 
 from __future__ import annotations
@@ -19,17 +21,19 @@ ROOT = REPO
 RULES = ROOT / "docs" / "rules.md"
 
 FAMILIES = "C|RPC|TEL|G|STAT|R|TB|QUO|Q|CONN|DIV|PD"
-RULE_ID = re.compile(rf"\b({FAMILIES})-(E?)(\d+)\b")
+# a rule id, not the tail of a third-audit row (KF3-C-6, test_KF3_C_6_...: docs/findings.md)
+RULE_ID = re.compile(rf"(?<!KF3-)\b({FAMILIES})-(E?)(\d+)\b")
 # TEL-11..TEL-22, TEL-2..4, QUO-4/5, TB-4/TB-5
-RULE_RANGE = re.compile(rf"\b({FAMILIES})-(E?)(\d+)(?:\.\.|/)(?:\1-)?\2(\d+)\b")
+RULE_RANGE = re.compile(rf"(?<!KF3-)\b({FAMILIES})-(E?)(\d+)(?:\.\.|/)(?:\1-)?\2(\d+)\b")
 TEST_NAME = re.compile(r"\bdef (test_\w+)")
-TEST_NAME_ID = re.compile(rf"(?<=_)({FAMILIES})_(E?\d+)(?=_|$)")
+TEST_NAME_ID = re.compile(rf"(?<=_)(?<!KF3_)({FAMILIES})_(E?\d+)(?=_|$)")
 DEFINITION = re.compile(rf"^\*\*(({FAMILIES})-E?\d+)\b", re.MULTILINE)
 
 # Where the project's reference material lived before it was written down in docs/rules.md.
 OUTSIDE_PATHS = re.compile(
     r"\.\./shared|\bshared/(?:spec|review|repro|reference|design)|/work/shared"
     r"|kip714-quota-spec|security-findings\.md|code-structure-review\.md|kafka-fidelity-audit\.md"
+    r"|[\w-]+-t3\.md|telemetry-forwarders\.md"
 )
 
 
@@ -79,7 +83,10 @@ def test_each_rule_is_defined_once() -> None:
 
 
 def test_the_id_finder_reads_ranges_short_forms_and_test_names() -> None:
-    text = "QUO-3..QUO-5, TEL-2..4, TB-4/TB-5, QUO-7/8, CONN-E1..CONN-E2\ndef test_G_5_TEL_16_x_R_1():"
+    text = (
+        "QUO-3..QUO-5, TEL-2..4, TB-4/TB-5, QUO-7/8, CONN-E1..CONN-E2, KF3-C-6, KF3-C-3..5\n"
+        "def test_G_5_TEL_16_x_R_1():\ndef test_KF3_C_6_x():"
+    )
     assert _ids_used(text) == {
         "QUO-3", "QUO-4", "QUO-5", "TEL-2", "TEL-3", "TEL-4", "TB-4", "TB-5", "QUO-7", "QUO-8",
         "CONN-E1", "CONN-E2", "G-5", "TEL-16", "R-1",

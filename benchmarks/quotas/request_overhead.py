@@ -8,7 +8,7 @@ client instances, each Get once first, the clock advanced past the push interval
 every push is accepted. The overhead is measured on its own over as many pushes: a ``metering()``
 context with one ``waiting()`` in it (a push pauses its meter once, for the commit) around nothing,
 plus ``record_request_time`` for the same entities, plus what the Kafka listener adds for a push
-(audit row D9): the six network-clock readings around parsing, encoding and writing and
+(AUD-D9): the six network-clock readings around parsing, encoding and writing and
 ``record_network_time``. Both are CPU time of this process. The ratio is overhead / push; the goal is
 < 0.05.
 
@@ -31,7 +31,7 @@ import time
 from uuid import UUID
 
 from exporters import InMemoryExporter
-from ingest.push.handler_time import metering, waiting
+from ingest.handler_time import metering, waiting
 from ingest.push.pipeline import TelemetryPipeline
 from quotas import ClientQuotaEntity, QuotaConfig, create_quota_managers
 from subscriptions import (

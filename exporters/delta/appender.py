@@ -32,6 +32,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, WriterPropertie
 from deltalake.exceptions import TableNotFoundError
 
 from exporters.delta.writer_claim import ClaimRefusedError, WriterClaim
+from exporters.errors import ExporterError
 
 __all__ = ["AppendError", "DeltaAppender", "latest", "storage_option", "sync_local_table", "wall_clock_ms"]
 
@@ -56,7 +57,7 @@ def storage_option(text: str) -> tuple[str, str]:
     return key, value
 
 
-class AppendError(Exception):
+class AppendError(ExporterError):
     """A batch could not be committed after every attempt; nothing of it is visible (unless a commit
     that reported an error landed after the last check: then it is there once)."""
 

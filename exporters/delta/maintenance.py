@@ -24,6 +24,8 @@ from typing import Any, Final
 
 from deltalake import DeltaTable
 
+from exporters.errors import ExporterError
+
 __all__ = [
     "DEFAULT_RETENTION_HOURS",
     "MIN_RETENTION_HOURS",
@@ -52,7 +54,7 @@ is the floor."""
 DEFAULT_RETENTION_HOURS: Final = MIN_RETENTION_HOURS
 
 
-class RetentionTooShortError(ValueError):
+class RetentionTooShortError(ExporterError, ValueError):
     """A vacuum retention under ``MIN_RETENTION_HOURS``: it would delete files of commits in flight."""
 
 

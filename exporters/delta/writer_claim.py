@@ -34,6 +34,8 @@ from typing import Final
 
 from deltalake import DeltaTable, Transaction
 
+from exporters.errors import ExporterError
+
 __all__ = [
     "DEFAULT_WRITER_LEASE_MS",
     "RELEASED",
@@ -48,7 +50,7 @@ RELEASED: Final = 0
 """The holder's value once the holder stopped cleanly."""
 
 
-class ClaimRefusedError(Exception):
+class ClaimRefusedError(ExporterError):
     """This process must not write as the writer id now (not a storage fault: not retried)."""
 
 

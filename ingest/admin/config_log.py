@@ -529,7 +529,7 @@ class ConfigLogFollower:
     async def _catch_up(self) -> int:
         """Read the log after the image's offset and apply it. Applying is the cluster's work, not a
         client's: its time goes to the request quota's ``exempt-request-time``, as a broker's
-        UpdateMetadata from the controller (KIP-124; audit row D10)."""
+        UpdateMetadata from the controller (KIP-124; AUD-D10)."""
         version, records = await asyncio.to_thread(self.log.read_since, self.image.version)
         started = time.perf_counter_ns()
         self.image.apply_records(records, version)

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Final, NamedTuple
 
 from quotas import ConnectionQuotas
-from quotas.connection_quotas import parse_per_ip_overrides
+from quotas.config import parse_per_ip_overrides
 from quotas.java import INT_MAX
 
 __all__ = ["BROKER_CONFIG_KEYS", "BrokerConfigChange", "DynamicBrokerConfigs"]

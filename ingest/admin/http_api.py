@@ -47,8 +47,8 @@ from ingest.admin.config_log import ConfigRecord, QuotaChange, ScramChange, Subs
 from ingest.admin.dynamic_configs import BrokerConfigChange
 from ingest.admin.operations import QuotaAlteration, SinkAdmin
 from ingest.errors import admin_http_status, retry_after_seconds
-from ingest.push.handler_time import HandlerTime, metering
-from ingest.push.json_bodies import small_json
+from ingest.handler_time import HandlerTime, metering, record_request_time
+from ingest.json_limits import small_json
 from ingest.security.identity import ANONYMOUS
 from ingest.wire import ADMIN_PREFIX, parse_instance_id
 from quotas import DEFAULT, ClientQuotaEntity
@@ -235,14 +235,11 @@ _Handler = Callable[[web.Request], Awaitable[web.Response]]
 def _request_quota(
     admin: SinkAdmin, client: ClientContext, meter: HandlerTime, response: web.Response
 ) -> web.Response:
-    """Every admin request, authorized or not, is subject to the request quota (KIP-124; audit row
-    D13): its handler time is recorded for the client, and over ``request_percentage`` the answer
+    """Every admin request, authorized or not, is subject to the request quota (KIP-124;
+    AUD-D13): its handler time is recorded for the client, and over ``request_percentage`` the answer
     carries the throttle (``throttle_time_ms`` and ``Retry-After``, the larger of it and the answer's
     own); nobody is held (docs/quotas.md)."""
-    quota = admin.quotas.request
-    throttle_ms = quota.record_request_time(
-        client.principal, client.client_id or "", meter.total_ns(), admin.now_ms()
-    )
+    throttle_ms = record_request_time(admin.quotas.request, client, meter, admin.now_ms())
     if throttle_ms <= 0 or not isinstance(response.body, bytes):
         return response
     body = json.loads(response.body)

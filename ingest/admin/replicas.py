@@ -1,5 +1,5 @@
 """The live sink replicas: KIP-257's cluster metadata, so that a quota callback sharing a quota across
-replicas (``quotas.ReplicaShareQuotaCallback``) divides by the replicas really serving (audit row C14).
+replicas (``quotas.ReplicaShareQuotaCallback``) divides by the replicas really serving (AUD-C14).
 
 Every replica announces itself in the data root, beside the tables: every ``admin.replica_heartbeat_ms``
 it writes ``<data_root>/_replicas/<replica id, percent-encoded>.json``::

@@ -5,7 +5,7 @@ order (``pipeline.TelemetryPipeline``, the one place where the stages meet).
 - ``holds``: a throttled client's next request held until its throttle ends (muting without a
   connection to mute).
 - ``codec``: decompressing and validating a payload; ``otlp_scan``: its structure counted on the wire
-  before it is parsed; ``json_bodies``: JSON bodies parsed with bounded cost; ``otlp_points``: the
+  before it is parsed; ``json_bodies``: OTLP JSON exports converted with bounded cost; ``otlp_points``: the
   OTLP points refused one by one (``partial_success``).
 - ``decoding``: those stages as pure functions of a request's bytes, run in decoder processes for
   large payloads so the event loop is never held.

@@ -37,6 +37,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
+from ingest.handler_time import waiting
 from ingest.limits import RequestLimits
 from ingest.push.codec import (
     InvalidPayloadError,
@@ -45,7 +46,6 @@ from ingest.push.codec import (
     parse_metrics_data,
     sniff_compression,
 )
-from ingest.push.handler_time import waiting
 from ingest.push.json_bodies import otlp_json_to_protobuf
 from ingest.push.otlp_points import Rejected, drop_invalid_points
 from ingest.push.otlp_scan import StructureLimitError, scan_metrics, strip_zero_padding
@@ -155,7 +155,8 @@ def _valid_export(payload: bytes, limits: RequestLimits) -> DecodedExport:
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 """The worker pools, by size: one per process however many pipelines it runs (tests run many)."""
 _USERS: Counter[int] = Counter()
-"""How many ``PayloadDecoders`` not closed yet share each pool: the last one to close stops it."""
+"""How many ``PayloadDecoders`` that have used each pool are not closed yet: the last one to close
+stops it. One that never needed a worker is not counted, so it holds no pool open."""
 
 
 class PayloadDecoders:
@@ -163,7 +164,8 @@ class PayloadDecoders:
 
     def __init__(self, processes: int = DEFAULT_DECODE_PROCESSES) -> None:
         self.processes = processes
-        _USERS[processes] += 1
+        self._sharing = False
+        """Whether this one has used the pool, and so counts among its users until it closes."""
 
     @property
     def pool(self) -> ProcessPoolExecutor | None:
@@ -199,6 +201,9 @@ class PayloadDecoders:
     ) -> _Decoded:
         """``decode`` a payload in a worker process; ``DecoderUnavailableError`` if none can."""
         loop = asyncio.get_running_loop()
+        if not self._sharing:
+            self._sharing = True
+            _USERS[self.processes] += 1
         for attempt in (1, 2):
             pool = self.pool
             if pool is None:
@@ -217,7 +222,10 @@ class PayloadDecoders:
 
     async def close(self) -> None:
         """Stop the worker processes once no other ``PayloadDecoders`` shares them (decodes in progress
-        finish first)."""
+        finish first). Idempotent; nothing to do for one that never used a worker."""
+        if not self._sharing:
+            return
+        self._sharing = False
         _USERS[self.processes] -= 1
         if _USERS[self.processes] > 0:
             return

@@ -1,14 +1,14 @@
-"""JSON request bodies, parsed with bounded cost: OTLP JSON exports turned into protobuf, and the small
-JSON bodies of the KIP-714 and admin HTTP requests.
+"""OTLP JSON exports turned into protobuf with bounded cost.
 
 OTLP JSON (``POST /v1/metrics``, ``application/json``): ``json_format`` converts a parsed JSON tree
 to a message at about 15 to 25 microseconds per JSON value (it reflects on descriptors for every
 member), so the conversion is bounded before it starts:
 
-1. ``max_json_elements``: the commas, ``{`` and ``[`` of the body, counted at C speed, are an upper
-   bound on its values (members and array items) and containers; over it: ``StructureLimitError``
-   (TELEMETRY_TOO_LARGE, 413), before anything is parsed. At the default (100,000) the conversion
-   takes at most about 2.5 s of a decoder process and ``json.loads`` builds at most that many objects.
+1. ``max_json_elements``: the commas, ``{`` and ``[`` of the body, counted at C speed
+   (``ingest.json_limits.json_elements``), are an upper bound on its values (members and array
+   items) and containers; over it: ``StructureLimitError`` (TELEMETRY_TOO_LARGE, 413), before
+   anything is parsed. At the default (100,000) the conversion takes at most about 2.5 s of a
+   decoder process and ``json.loads`` builds at most that many objects.
 2. ``json.loads`` (C; its own recursion guard turns a body nested about a thousand deep into
    ``RecursionError``, refused here);
 3. ``json_format.ParseDict`` with ``max_recursion_depth`` = ``max_json_depth``.
@@ -16,28 +16,23 @@ member), so the conversion is bounded before it starts:
 Nesting deeper than either, or a body that is not OTLP JSON, is ``InvalidPayloadError`` (INVALID_RECORD,
 400). The protobuf bytes then go through the same structural scan (``otlp_scan``) as any payload.
 
-The KIP-714 and admin JSON bodies (``small_json``) hold a few fields: counted the same way, they are
-refused over ``MAX_JSON_BODY_VALUES`` (or the admin API's own bound) before ``json.loads`` runs.
+The small JSON bodies of the KIP-714 and admin HTTP requests are bounded the same way, in
+``ingest.json_limits``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Final
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
+from ingest.json_limits import json_elements
 from ingest.limits import RequestLimits
 from ingest.push.codec import InvalidPayloadError
 from ingest.push.otlp_scan import StructureLimitError
 
-__all__ = ["MAX_JSON_BODY_VALUES", "json_elements", "otlp_json_to_protobuf", "small_json"]
-
-
-def json_elements(text: bytes) -> int:
-    """An upper bound on the values and containers of a JSON text: its commas, ``{`` and ``[``."""
-    return text.count(b",") + text.count(b"{") + text.count(b"[")
+__all__ = ["otlp_json_to_protobuf"]
 
 
 def _too_deep(limits: RequestLimits) -> InvalidPayloadError:
@@ -72,21 +67,3 @@ def otlp_json_to_protobuf(text: bytes, limits: RequestLimits) -> bytes:
             raise _too_deep(limits) from None
         raise InvalidPayloadError(f"not OTLP JSON: {exc}") from exc
     return message.SerializeToString()
-
-
-MAX_JSON_BODY_VALUES: Final = 1024
-"""The JSON bodies of the KIP-714 requests hold a few fields: more values than this (counted at C speed
-before parsing: ``json_elements``) are refused 400 without being parsed."""
-
-
-def small_json(raw: bytes, max_values: int = MAX_JSON_BODY_VALUES) -> Any:
-    """A KIP-714 or admin request's JSON body, parsed only if it holds at most ``max_values`` values;
-    ``ValueError`` saying why not."""
-    if json_elements(raw) > max_values:
-        raise ValueError(f"the body holds more than {max_values} JSON values")
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise ValueError("the body is nested too deep") from None
-    except ValueError as exc:  # not JSON, not UTF-8, an integer of more than 4,300 digits...
-        raise ValueError(f"the body is not JSON: {exc}") from exc

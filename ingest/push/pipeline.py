@@ -61,6 +61,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from exporters import Exporter, ExportResult, PushContext, TelemetryPush
+from ingest.handler_time import metering, record_request_time, waiting
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.push.admission import Admission
 from ingest.push.codec import DEFAULT_MAX_DECOMPRESSED_BYTES, PayloadError
@@ -73,7 +74,6 @@ from ingest.push.decoding import (
     decode_json_export,
     decode_push,
 )
-from ingest.push.handler_time import HandlerTime, metering, waiting
 from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS, ClientHolds
 from ingest.push.metrics import RequestMetrics
 from ingest.security.attribution import ClientGroup
@@ -152,7 +152,7 @@ class TelemetryPipeline:
         limits: RequestLimits = DEFAULT_LIMITS,
         decode_processes: int = DEFAULT_DECODE_PROCESSES,
         otlp_tolerant_intake: bool = False,
-        thread_time_ns: Callable[[], int] = time.perf_counter_ns,
+        clock_ns: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         self.manager = manager
         self.quotas = quotas
@@ -170,7 +170,8 @@ class TelemetryPipeline:
         forwarders send."""
         self.decoders = PayloadDecoders(decode_processes)
         """Where payloads are decoded: on the loop if small, else in worker processes (``decoding``)."""
-        self._thread_time_ns = thread_time_ns
+        self._clock_ns = clock_ns
+        """What handler time is read with (``handler_time``): a monotonic clock; a test steps it."""
         self.holds = ClientHolds(limits.max_held_clients)
         self.instance_owners = InstanceOwners(manager, manager.config.cache_max_size)
         self.request_metrics = RequestMetrics(
@@ -179,6 +180,11 @@ class TelemetryPipeline:
             max_entities=limits.max_entity_counters,
             holds=self.holds,
         )
+
+    async def close(self) -> None:
+        """Stop what the pipeline runs of its own: its decoder processes, once no other pipeline of the
+        process shares them."""
+        await self.decoders.close()
 
     async def get_subscriptions(
         self,
@@ -190,10 +196,10 @@ class TelemetryPipeline:
             refused_ms = await self._refusal(admitted, client, channel)
             if refused_ms:
                 return _throttled_get(refused_ms)
-            with metering(self._thread_time_ns) as meter:
+            with metering(self._clock_ns) as meter:
                 now = self.clock.now_ms()
                 response = self.manager.process_get(request, client, now)
-            throttle = self._request_time_throttle_ms(client, meter, now)
+            throttle = record_request_time(self.quotas.request, client, meter, now)
             self._hold(client, 0, throttle, now, channel)
             return response._replace(throttle_time_ms=max(response.throttle_time_ms, throttle))
 
@@ -204,7 +210,7 @@ class TelemetryPipeline:
             refused_ms = await self._refusal(admitted, client, channel)
             if refused_ms:
                 return _throttled_push(refused_ms)
-            with metering(self._thread_time_ns) as meter:
+            with metering(self._clock_ns) as meter:
                 now = self.clock.now_ms()
                 size = len(request.metrics or b"")
                 byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
@@ -215,7 +221,7 @@ class TelemetryPipeline:
                     response = await self._land(outcome, now)
                 else:
                     response = outcome
-            request_throttle = self._request_time_throttle_ms(client, meter, now)
+            request_throttle = record_request_time(self.quotas.request, client, meter, now)
             self._hold(client, byte_throttle, request_throttle, now, channel)
             throttle = max(response.throttle_time_ms, byte_throttle, request_throttle)
             return response._replace(throttle_time_ms=throttle)
@@ -302,14 +308,14 @@ class TelemetryPipeline:
                 return OtlpOutcome(
                     Errors.THROTTLING_QUOTA_EXCEEDED, held_ms, "over quota: retry after the delay"
                 )
-            with metering(self._thread_time_ns) as meter:
+            with metering(self._clock_ns) as meter:
                 byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
                     principal, client_id, len(body), now
                 )
                 outcome = await self._land_otlp(
                     body, compression_type, client, instance_header, now, as_json=as_json
                 )
-            request_throttle = self._request_time_throttle_ms(client, meter, now)
+            request_throttle = record_request_time(self.quotas.request, client, meter, now)
             self._hold(client, byte_throttle, request_throttle, now)
             return outcome
 
@@ -450,10 +456,4 @@ class TelemetryPipeline:
             quota_tags=dict(tags),
             compression_type=compression_type,
             terminating=terminating,
-        )
-
-    def _request_time_throttle_ms(self, client: ClientContext, meter: HandlerTime, now: int) -> int:
-        """Record the request's handler time (``handler_time``: its CPU time, its waits left out)."""
-        return self.quotas.request.record_request_time(
-            client.principal, client.client_id or "", meter.total_ns(), now
         )

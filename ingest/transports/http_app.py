@@ -64,9 +64,9 @@ from ingest.errors import (
     otlp_answer,
     retry_after_seconds,
 )
+from ingest.handler_time import metering, record_request_time
+from ingest.json_limits import small_json
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
-from ingest.push.handler_time import metering
-from ingest.push.json_bodies import small_json
 from ingest.push.metrics import CONTENT_TYPE, Rpc
 from ingest.push.pipeline import EXPORTER_RETRY_MS, OtlpOutcome, TelemetryPipeline
 from ingest.security.authentication import AuthenticationError, Authenticator
@@ -307,12 +307,12 @@ class _Handlers:
     def exempt(self, handler: _Route) -> _Route:
         """The platform's requests (probes, scrapes) are nobody's client traffic: their handler time
         goes to the request quota's never-throttled ``exempt-request-time``, as a broker's
-        cluster-action requests do (KIP-124; audit row D10)."""
+        cluster-action requests do (KIP-124; AUD-D10)."""
 
         async def metered(request: web.Request) -> web.Response:
             with metering() as meter:
                 response = await handler(request)
-            self.pipeline.quotas.request.record_exempt(meter.total_ns(), self.pipeline.clock.now_ms())
+            record_request_time(self.pipeline.quotas.request, None, meter, self.pipeline.clock.now_ms())
             return response
 
         return metered

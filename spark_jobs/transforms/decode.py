@@ -70,6 +70,7 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
+from spark_jobs.errors import SparkJobError
 from spark_jobs.tables import METRIC_POINTS_SCHEMA
 
 __all__ = [
@@ -260,11 +261,11 @@ def _json_value(value: AnyValue) -> object:
     return None if kind is None else getattr(value, kind)
 
 
-class _InvalidPushError(Exception):
+class _InvalidPushError(SparkJobError):
     """The push does not decode; the message is the quarantine reason."""
 
 
-class _InvalidPointError(Exception):
+class _InvalidPointError(SparkJobError):
     """Point number ``index`` of the points being read breaks the data model."""
 
     def __init__(self, index: int, reason: str) -> None:

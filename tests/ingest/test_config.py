@@ -549,7 +549,7 @@ def test_a_bad_sasl_users_file_is_a_config_problem(tmp_path: Path) -> None:
     assert "security.sasl_users_file: user 'alice': the password is empty" in problems
 
 
-def test_C14_a_replica_session_timeout_not_longer_than_the_heartbeat_is_refused() -> None:
+def test_AUD_C14_a_replica_session_timeout_not_longer_than_the_heartbeat_is_refused() -> None:
     with pytest.raises(SinkConfigError, match="replica_session_timeout_ms must be longer"):
         SinkConfig.from_document(
             {"admin": {"replica_heartbeat_ms": 5000, "replica_session_timeout_ms": 5000}}

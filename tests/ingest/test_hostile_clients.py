@@ -1,8 +1,8 @@
 """No single client can hurt the others (issue 17), end to end: a real ``telemetry-sink serve`` on
 loopback, well-behaved clients pushing beside one attacker, and a ``/healthz`` prober watching.
 
-For each finding of the security review the attacker sends its input at a bounded size and the test
-checks three things:
+For each finding of the first security review that it replays (F1, F2, ..., defined in
+docs/findings.md), the attacker sends its input at a bounded size and the test checks three things:
 
 (a) the attacker gets its own clear answer: 413 / RESOURCE_EXHAUSTED without retry information for
     an OTLP payload over a size or structure limit, TELEMETRY_TOO_LARGE (118) for such a KIP-714
@@ -448,7 +448,7 @@ async def _closed_by_sink(reader: asyncio.StreamReader) -> bool:
 # -- the attacks ------------------------------------------------------------------------------------
 
 
-async def test_f1_alternating_invalid_points_cost_the_attacker_a_partial_success_or_413_only(
+async def test_F1_alternating_invalid_points_cost_the_attacker_a_partial_success_or_413_only(
     sink: Running,
 ) -> None:
     """F1: valid and invalid points alternating (each refused point used to cost a memmove of the
@@ -475,7 +475,7 @@ async def test_f1_alternating_invalid_points_cost_the_attacker_a_partial_success
     assert _rows_by_client(sink)[ATTACKER] == 1  # the partial success landed, the rest did not
 
 
-async def test_f2_parse_bombs_are_refused_as_too_large_on_every_transport(sink: Running) -> None:
+async def test_F2_parse_bombs_are_refused_as_too_large_on_every_transport(sink: Running) -> None:
     """F2: a few KB that parse into millions of messages: empty ``ResourceMetrics`` as gzip OTLP/HTTP,
     as raw OTLP gRPC and as a zstd KIP-714 push; ``{}`` floods and deep nesting as OTLP JSON."""
     flood = attacks.empty_resource_metrics(4 * 1024 * 1024)  # 8 MiB, 4M messages
@@ -517,7 +517,7 @@ async def test_f2_parse_bombs_are_refused_as_too_large_on_every_transport(sink: 
     assert "Traceback" not in log
 
 
-async def test_f3_invalid_utf8_client_id_is_refused_with_400_and_batch_mates_land(sink: Running) -> None:
+async def test_F3_invalid_utf8_client_id_is_refused_with_400_and_batch_mates_land(sink: Running) -> None:
     """F3: ``x-kafka-client-id: \\xff`` (raw bytes): one bad header byte used to fail the whole
     group commit (every batch-mate answered UNAVAILABLE, ``/readyz`` 503). Sent ten times, between
     the OTLP/HTTP client's exports, on the OTLP export (with a fixed instance id)
@@ -552,7 +552,7 @@ async def test_f3_invalid_utf8_client_id_is_refused_with_400_and_batch_mates_lan
     assert kafka_uuid_string(uuid.UUID(ATTACKER_INSTANCE)) not in _column(sink, "client_instance_id")
 
 
-async def test_f4_long_software_names_on_the_kafka_port_are_refused_and_never_land(sink: Running) -> None:
+async def test_F4_long_software_names_on_the_kafka_port_are_refused_and_never_land(sink: Running) -> None:
     """F4: ApiVersions v3 with a software name and version over ``max_software_chars`` is answered
     INVALID_REQUEST (the connection goes on as ``unknown`` software, as in Kafka); with strings over
     Kafka's 32,767 bytes the connection is closed. No landed row carries a long software string."""
@@ -587,7 +587,7 @@ async def test_f4_long_software_names_on_the_kafka_port_are_refused_and_never_la
     assert longest <= DEFAULT_LIMITS.max_software_chars
 
 
-async def test_f5_many_frames_in_one_push_are_refused_as_too_large(sink: Running) -> None:
+async def test_F5_many_frames_in_one_push_are_refused_as_too_large(sink: Running) -> None:
     """F5: a 1 MB KIP-714 push of ~100k empty gzip members, zstd or lz4 frames (each used to copy
     the rest of the input): TELEMETRY_TOO_LARGE after at most ``max_compressed_frames``."""
     size = 1_040_000  # under telemetry.max.bytes
@@ -606,7 +606,7 @@ async def test_f5_many_frames_in_one_push_are_refused_as_too_large(sink: Running
     assert _rows_by_client(sink)[ATTACKER] == 0
 
 
-async def test_f9_idle_and_slow_sockets_are_closed_after_the_configured_timeouts(
+async def test_F9_idle_and_slow_sockets_are_closed_after_the_configured_timeouts(
     impatient_sink: Running,
 ) -> None:
     """F9: sockets that never send a request, stop in the middle of the headers or of the body
@@ -643,7 +643,7 @@ async def test_f9_idle_and_slow_sockets_are_closed_after_the_configured_timeouts
     watch.assert_unharmed(sink)
 
 
-async def test_f10_kafka_frames_naming_millions_of_topics_close_the_connection(sink: Running) -> None:
+async def test_F10_kafka_frames_naming_millions_of_topics_close_the_connection(sink: Running) -> None:
     """F10: a Metadata v0 frame just under ``socket.request.max.bytes`` naming ~4M topics, and a frame
     declaring more than that, each close the attacker's connection (as a broker does), before the
     topics are walked or parsed (the sink's memory barely grows)."""
@@ -664,7 +664,7 @@ async def test_f10_kafka_frames_naming_millions_of_topics_close_the_connection(s
     watch.assert_unharmed(sink)
 
 
-async def test_f13_distinct_client_ids_overflow_into_one_counted_entity(sink: Running) -> None:
+async def test_F13_distinct_client_ids_overflow_into_one_counted_entity(sink: Running) -> None:
     """F13: 300 Gets with distinct client ids (legitimate requests, each answered) no longer keep a
     counter each: beyond ``limits.max_entity_counters`` they are counted in the overflow, which
     ``/metrics`` shows."""

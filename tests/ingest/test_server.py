@@ -31,7 +31,7 @@ from ingest.transports.descriptors import descriptors_in_use
 from subscriptions import Errors, kafka_uuid_string
 from tests.support.kip714_grpc import librdkafka_push
 from tests.support.otlp import sdk_metrics
-from tests.support.process import CLI, Running, running_sink
+from tests.support.process import CLI, Running, run_isolated, running_sink
 
 pytestmark = pytest.mark.integration
 
@@ -83,16 +83,11 @@ def test_serve_rejects_a_bad_config_with_exit_2_and_says_why(tmp_path: Path) -> 
 def test_F9_serve_raises_the_soft_open_file_limit_to_the_hard_one(tmp_path: Path) -> None:
     """Started with a soft limit of 512, the sink runs with the hard one: its sockets up to the
     connection limits must not leave its own files (Delta commits) failing with EMFILE."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or hard <= 512:
         pytest.skip("needs a finite hard open-file limit above 512")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard))  # what the sink inherits
-    try:
-        with running_sink(tmp_path, tmp_path / "data", extra=SUBSCRIPTION) as sink:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-            limits = Path(f"/proc/{sink.process.pid}/limits").read_text()  # serving: raised already
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with running_sink(tmp_path, tmp_path / "data", extra=SUBSCRIPTION, open_files=(512, hard)) as sink:
+        limits = Path(f"/proc/{sink.process.pid}/limits").read_text()  # serving: raised already
     open_files = next(line for line in limits.splitlines() if line.startswith("Max open files"))
     assert open_files.split()[3:5] == [str(hard), str(hard)]
 
@@ -118,18 +113,12 @@ FLOOD = 1100
 and its gate lets wait."""
 
 
-@contextlib.contextmanager
-def _open_files_at_least(count: int) -> Iterator[None]:
-    """This process's soft open-file limit raised to ``count`` while the flood is held."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+def _skip_unless_open_files(count: int) -> None:
+    """The flood holds ``count`` descriptors in this process (whose soft limit tests/conftest.py raised
+    to the hard one)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < count:
-        if hard != resource.RLIM_INFINITY and hard < count:
-            pytest.skip(f"the flood needs {count} open files; this host's hard limit is {hard}")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        pytest.skip(f"the flood needs {count} open files; this host's hard limit is {soft}")
 
 
 def test_F9_with_1024_open_files_a_flood_on_one_port_leaves_the_others_and_the_commits_working(
@@ -142,8 +131,8 @@ def test_F9_with_1024_open_files_a_flood_on_one_port_leaves_the_others_and_the_c
         said = sink.log.read_text()
         assert "The open-file limit (1,024) leaves" in said
         assert re.search(r"GRPC [\d,]+ \(of 10,000\), HTTP [\d,]+ \(of 11,000\), KAFKA", said)
+        _skip_unless_open_files(descriptors_in_use() + FLOOD + 100)
         with contextlib.ExitStack() as flood:  # one IP's idle sockets, closed at the end of the block
-            flood.enter_context(_open_files_at_least(descriptors_in_use() + FLOOD + 100))
             for _ in range(FLOOD):
                 flood.enter_context(socket.create_connection(("127.0.0.1", sink.http_port), timeout=30))
             opened = len(list(Path(f"/proc/{sink.process.pid}/fd").iterdir()))
@@ -174,13 +163,23 @@ def _ready(sink: Running) -> int | str:
 
 def test_start_up_objects_are_frozen_out_of_every_later_full_collection() -> None:
     """A full collection walks every tracked object; what start-up made (modules, schemas) lives as
-    long as the process, so serve freezes it: later collections walk only what serving made."""
+    long as the process, so serve freezes it: later collections walk only what serving made. Run in a
+    fresh interpreter: the freeze count falls whenever any thread frees a frozen object."""
+    frozen = run_isolated(_freeze_the_imported_sink)
+    assert isinstance(frozen, dict)
+    assert frozen["frozen"] > 10_000  # the import-time world: most of the process
+    assert frozen["oldest_generation_after"] <= frozen["oldest_generation_before"]  # no longer there
+    assert frozen["made_later_is_tracked"]  # what serving makes is collected as usual
+
+
+def _freeze_the_imported_sink() -> dict[str, object]:
+    """``freeze_start_up_objects`` in a process that imported the sink, and what it did (``run_isolated``)."""
     alive = gc.get_count()
-    try:
-        frozen = freeze_start_up_objects()
-        assert frozen == gc.get_freeze_count() > 10_000  # the import-time world: most of the process
-        assert gc.get_count()[2] <= alive[2]  # the oldest generation no longer holds them
-        made_later = [[index] for index in range(1000)]
-        assert gc.is_tracked(made_later[0])  # what serving makes is collected as usual
-    finally:
-        gc.unfreeze()
+    frozen = freeze_start_up_objects()
+    made_later = [[index] for index in range(1000)]
+    return {
+        "frozen": frozen,
+        "oldest_generation_before": alive[2],
+        "oldest_generation_after": gc.get_count()[2],
+        "made_later_is_tracked": gc.is_tracked(made_later[0]),
+    }

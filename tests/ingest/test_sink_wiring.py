@@ -123,7 +123,7 @@ def test_the_configured_request_limits_reach_the_pipeline_holds_counters_and_quo
     assert sink.pipeline.request_metrics.max_entities == 9
 
 
-async def test_C14_sinks_on_one_data_root_announce_themselves_and_a_shared_quota_divides(
+async def test_AUD_C14_sinks_on_one_data_root_announce_themselves_and_a_shared_quota_divides(
     tmp_path: Path,
 ) -> None:
     """KIP-257's updateClusterMetadata in production: each replica announces itself in the data root
@@ -165,7 +165,7 @@ def _exempt_request_time(sink: Sink) -> float:
     return next(v for m, v in values.items() if m.name == "exempt-request-time")
 
 
-async def test_D10_probes_scrapes_and_applying_the_config_log_go_to_the_exempt_sensor_only(
+async def test_AUD_D10_probes_scrapes_and_applying_the_config_log_go_to_the_exempt_sensor_only(
     tmp_path: Path,
 ) -> None:
     """Work that is no client's (health probes, metric scrapes, applying other replicas' changes) is

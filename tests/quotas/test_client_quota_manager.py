@@ -68,7 +68,7 @@ def test_QUO_3_nothing_is_recorded_while_no_quota_is_set() -> None:
     assert _record(m, "u", "c", 10**12) == 0
 
 
-def test_QUO_3_C5_each_level_counts_its_entities_and_is_cleared_with_its_last() -> None:
+def test_QUO_3_AUD_C5_each_level_counts_its_entities_and_is_cleared_with_its_last() -> None:
     m = _produce()
     m.update_quota(E("alice", None), 100)
     m.update_quota(E("bob", None), 100)
@@ -189,7 +189,7 @@ def test_QUO_4_user_names_are_sanitized_like_java_url_encoder() -> None:
         ({E(DEFAULT, None): 10}, 100.0),
     ],
 )
-def test_Q_E3_QUO_10_D5_max_value_in_quota_window(
+def test_Q_E3_QUO_10_AUD_D5_max_value_in_quota_window(
     configured: Mapping[ClientQuotaEntity, float], limit: float
 ) -> None:
     m = _produce()
@@ -226,7 +226,7 @@ def test_QUO_7_R_1_byte_rate_throttle_is_unbounded() -> None:
     assert _record(m, "u", "c", 10**9, 10500) > 1000  # not capped at one window
 
 
-def test_QUO_9_D4_fetch_unrecord_takes_the_bytes_back() -> None:
+def test_QUO_9_AUD_D4_fetch_unrecord_takes_the_bytes_back() -> None:
     fetch = ClientQuotaManager(QuotaType.FETCH, QuotaManagerConfig(), Metrics(), T0)
     fetch.update_quota(E(None, "c"), 100)
     assert fetch.record_and_get_throttle_time_ms("User:u", "c", 5000, T0) > 0

@@ -6,13 +6,8 @@ import asyncio
 
 import pytest
 
-from quotas.connection_quotas import (
-    ConnectionQuotaConfig,
-    ConnectionQuotas,
-    ConnectionThrottledError,
-    TooManyConnectionsError,
-    parse_per_ip_overrides,
-)
+from quotas.config import ConnectionQuotaConfig, parse_per_ip_overrides
+from quotas.connection_quotas import ConnectionQuotas, ConnectionThrottledError, TooManyConnectionsError
 from quotas.java import INT_MAX
 from quotas.sensor import Metrics
 from tests.support.clock import T0, FakeClock

@@ -133,6 +133,7 @@ def test_QUO_2_invalid_alterations_are_rejected(
 def test_QUO_2_integral_values_tolerate_tiny_fractions() -> None:
     managers = create_quota_managers(QuotaConfig(), FakeClock())
     managers.alter(E("u", None), "producer_byte_rate", 1000.0000001)
+    assert managers.produce.quota_limit("User:u", "c") == 1000.0000001  # stored as given, as Kafka's double
 
 
 def test_QUO_13_callback_class_from_config_is_shared_by_the_managers() -> None:
@@ -145,7 +146,7 @@ def test_QUO_13_callback_class_from_config_is_shared_by_the_managers() -> None:
     assert managers.manager(QuotaType.PRODUCE).quota_limit("User:u", "c") == 300
 
 
-def test_C14_every_manager_re_bounds_its_existing_sensors_when_the_shared_callback_says_so() -> None:
+def test_AUD_C14_every_manager_re_bounds_its_existing_sensors_when_the_shared_callback_says_so() -> None:
     config = QuotaConfig(client_quota_callback_class="quotas.callback.ReplicaShareQuotaCallback")
     clock = FakeClock()
     managers = create_quota_managers(config, clock)
@@ -282,7 +283,7 @@ def test_quota_entities_kept_and_evicted_are_on_the_metrics_page() -> None:
     assert clients == {"c3", "c4"}
 
 
-def test_G4_throttle_time_is_averaged_over_kafkas_registry_window_and_configurable() -> None:
+def test_AUD_G4_throttle_time_is_averaged_over_kafkas_registry_window_and_configurable() -> None:
     """A throttle stays on the throttle-time sensor for metrics.num.samples x metrics.sample.window.ms
     (2 x 30 s), as in Kafka, not the quota's 11 x 1 s: the 30 s quota snapshots see every throttle."""
     clock = FakeClock()
@@ -312,7 +313,7 @@ class RecordingCallback(DefaultQuotaCallback):
         RecordingCallback.configured.append(configs)
 
 
-def test_C16_a_callback_class_is_configured_with_the_sinks_configuration() -> None:
+def test_AUD_C16_a_callback_class_is_configured_with_the_sinks_configuration() -> None:
     path = "tests.quotas.test_factory:RecordingCallback"
     RecordingCallback.configured.clear()
     create_quota_managers(QuotaConfig(client_quota_callback_class=path), FakeClock())

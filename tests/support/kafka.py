@@ -201,6 +201,7 @@ async def serving_kafka(
         for client in served.clients:
             client.close()
         await listener.stop()
+        await pipeline.close()
         quotas.close()
         reapers.cancel()
         with contextlib.suppress(asyncio.CancelledError):

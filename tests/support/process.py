@@ -1,19 +1,23 @@
-"""``telemetry-sink serve`` as a real child process, with the ports it picked read from its banner; and
-what every test of a child process needs: a free port to give it, and the line it says when ready."""
+"""``telemetry-sink serve`` as a real child process, with the ports it picked read from its banner; what
+every test of a child process needs: a free port to give it, and the line it says when ready; and
+``run_isolated``, for a measurement of process-wide state in a fresh interpreter."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import pytest
+
+from tests.support.paths import REPO
 
 BANNER = re.compile(
     r"serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), Kafka on [\d.]+:(\d+), landing in (\S+)"
@@ -53,6 +57,32 @@ def line_matching(stream: IO[str], pattern: str, seen: list[str] | None = None) 
     raise AssertionError(f"the process ended without a line matching {pattern!r}: {said}")
 
 
+def run_isolated(measure: Callable[[], object], timeout_s: float = 300) -> object:
+    """``measure()`` run in a fresh interpreter, its JSON result returned.
+
+    For a measurement of process-wide state (garbage-collector counts, the freeze count, tracemalloc,
+    rlimits, threads): in the test process, threads left by libraries and earlier tests allocate and
+    free objects between two readings. ``measure`` is a module-level function of an importable module
+    (a test module's own helper); the fresh interpreter imports that module, so nothing but the main
+    thread runs while it measures, and its import-time objects are the module's own.
+    """
+    module, name = measure.__module__, measure.__qualname__
+    if "." in name or "<" in name:
+        raise ValueError(f"{name} must be a module-level function to run in another interpreter")
+    script = f"import json, {module} as m; print(json.dumps(m.{name}()))"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"{module}.{name} failed in its own interpreter:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 @dataclass
 class Running:
     process: subprocess.Popen[str]
@@ -74,16 +104,18 @@ def running_sink(
     replica: str = "sink-test",
     extra: str = "",
     *,
-    open_files: int | None = None,
+    open_files: int | tuple[int, int] | None = None,
 ) -> Iterator[Running]:
-    """Start a sink with ``BASE_CONFIG`` plus ``extra`` YAML (and, given ``open_files``, that soft and
-    hard open-file limit); kill it if the test leaves it running."""
+    """Start a sink with ``BASE_CONFIG`` plus ``extra`` YAML (and, given ``open_files``, that open-file
+    limit: one number for both the soft and the hard one, or ``(soft, hard)``); kill it if the test
+    leaves it running."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / f"{replica}.yaml"
     config.write_text(BASE_CONFIG.format(root=data_root, replica=replica) + extra)
     log = workdir / f"{replica}.log"
     # util-linux's prlimit sets the limit and execs the sink: the process is the sink's
-    limited = [] if open_files is None else ["prlimit", f"--nofile={open_files}:{open_files}", "--"]
+    soft, hard = (open_files, open_files) if isinstance(open_files, int) else open_files or (0, 0)
+    limited = [] if open_files is None else ["prlimit", f"--nofile={soft}:{hard}", "--"]
     with (
         log.open("w") as stderr,
         subprocess.Popen(

@@ -48,8 +48,8 @@ class Endpoints:
 async def serve_both(
     pipeline: TelemetryPipeline, app: web.Application | None = None
 ) -> AsyncIterator[Endpoints]:
-    """Serve ``pipeline`` on loopback (gRPC and HTTP, ``/metrics`` included); ``app`` replaces the HTTP
-    app (e.g. one with extra routes)."""
+    """Serve ``pipeline`` on loopback (gRPC and HTTP, ``/metrics`` included), and close it at the end;
+    ``app`` replaces the HTTP app (e.g. one with extra routes)."""
     server = grpc.aio.server()
     pb_grpc.add_ClientTelemetryServicer_to_server(ClientTelemetryService(pipeline), server)  # type: ignore[no-untyped-call]
     server.add_generic_rpc_handlers((otlp_metrics_handler(pipeline),))
@@ -72,3 +72,4 @@ async def serve_both(
     finally:
         await http.close()
         await server.stop(None)
+        await pipeline.close()

@@ -54,7 +54,7 @@ from typing import Any, Final, Protocol
 from kio.schema.errors import ErrorCode
 
 from ingest.admin.operations import QuotaAlteration, SinkAdmin
-from ingest.push.handler_time import HandlerTime, metering
+from ingest.handler_time import HandlerTime, metering, record_request_time
 from ingest.push.metrics import Rpc
 from ingest.push.pipeline import TelemetryPipeline
 from ingest.security.identity import ClientTextError, check_client_text
@@ -154,7 +154,7 @@ class Answer:
     """A response frame, and what Kafka's ``recordNetworkThreadTimeCallback`` does once it is sent:
     the request's network-side time (parsing the request, encoding and writing the answer; TLS
     encryption happens in the write) is recorded for its client without a quota check (KIP-124,
-    audit row D9), so it counts toward the client's next throttle, never this answer's."""
+    AUD-D9), so it counts toward the client's next throttle, never this answer's."""
 
     __slots__ = ("_clock", "_record", "frame")
 
@@ -229,43 +229,38 @@ class KafkaApis:
             raise FrameError(f"no {api_key}v{api_version} answer can carry this: {exc!r}") from exc
         return self._answer(encoded, who, network_ns + clock() - started)
 
-    def _answer(self, frame: bytes, who: Callable[[], tuple[str, str]], network_ns: int) -> Answer:
+    def _answer(self, frame: bytes, who: Callable[[], ClientContext], network_ns: int) -> Answer:
         """``frame``, recording its network time for the client ``who`` names once it is written."""
 
         def record(write_ns: int) -> None:
             quota = self.pipeline.quotas.request
             if quota.quotas_enabled:  # else nothing is recorded (Kafka installs no callback then)
-                principal, client_id = who()
-                now = self.pipeline.clock.now_ms()
-                quota.record_network_time(principal, client_id, network_ns + write_ns, now)
+                client, now = who(), self.pipeline.clock.now_ms()
+                quota.record_network_time(
+                    client.principal, client.client_id or "", network_ns + write_ns, now
+                )
 
         return Answer(frame, self.network_clock, record)
 
-    def _quota_client(self, header: RequestHeader | None, connection: KafkaConnection) -> tuple[str, str]:
-        """The (principal, client id) a request is recorded for: its header's client, or the
-        connection's when the client id is missing or not valid text."""
+    def _quota_client(self, header: RequestHeader | None, connection: KafkaConnection) -> ClientContext:
+        """The client a request is recorded for: its header's, or the connection's when the client id
+        is missing or not valid text."""
         try:
             client = self._client(header, connection) if header is not None else None
         except ClientTextError:
             client = None
-        if client is None:
-            client = connection.client_context(None)
-        return client.principal, client.client_id or ""
+        return connection.client_context(None) if client is None else client
 
     def _request_quota(
-        self, who: tuple[str, str], connection: KafkaConnection, meter: HandlerTime, response: Any
+        self, client: ClientContext, connection: KafkaConnection, meter: HandlerTime, response: Any
     ) -> Any:
-        """Every other API is subject to the request quota too (KIP-124; audit row D13): its handler
+        """Every other API is subject to the request quota too (KIP-124; AUD-D13): its handler
         time is recorded for the connection's client, and a throttle mutes the connection and goes
         into the answer's ``throttle_time_ms`` where its version has one, as a broker's
-        ``sendResponseMaybeThrottle``."""
-        principal, client_id = who
-        quotas, now = self.pipeline.quotas, self.pipeline.clock.now_ms()
-        throttle_ms = quotas.request.record_request_time(principal, client_id, meter.total_ns(), now)
-        if throttle_ms <= 0:
-            return response
-        quotas.request.throttle(principal, client_id, throttle_ms, connection, now)
-        if not hasattr(response, "throttle_time"):
+        ``sendResponseMaybeThrottle`` (``record_request_time``)."""
+        now = self.pipeline.clock.now_ms()
+        throttle_ms = record_request_time(self.pipeline.quotas.request, client, meter, now, connection)
+        if throttle_ms <= 0 or not hasattr(response, "throttle_time"):
             return response
         answered = max(throttle_ms, int(response.throttle_time.total_seconds() * 1000))
         return dataclasses.replace(response, throttle_time=_ms(answered))

@@ -118,7 +118,7 @@ async def test_kafkas_answers_for_bad_keys_values_operations_and_principals(tmp_
     assert admin.follower.image.broker_configs.values == {}
 
 
-async def test_C17_the_quota_callback_class_is_not_a_dynamic_broker_config(tmp_path: Path) -> None:
+async def test_AUD_C17_the_quota_callback_class_is_not_a_dynamic_broker_config(tmp_path: Path) -> None:
     """A documented difference: Kafka can change ``client.quota.callback.class`` at run time; the sink
     reads it at start and refuses it as a dynamic config, with Kafka's answer for such a key."""
     admin = _replica(tmp_path, "r1")

@@ -236,7 +236,9 @@ async def test_quota_validate_only_changes_nothing(api: Admin) -> None:
     assert (await api.call("GET", "/client-quotas")).json()["entries"] == []
 
 
-async def test_TB_4_D25_strict_mutation_quota_refuses_changes_over_it_with_retry_after(api: Admin) -> None:
+async def test_TB_4_AUD_D25_strict_mutation_quota_refuses_changes_over_it_with_retry_after(
+    api: Admin,
+) -> None:
     limit = {"entries": [{"entity": user("admin"), "ops": [{"key": "controller_mutation_rate", "value": 1}]}]}
     assert (await api.call("POST", "/client-quotas/alter", limit)).json()["entries"][0]["error"] == "NONE"
     answers = [await api.call("PUT", f"/subscriptions/s{i}", KAFKA) for i in range(20)]
@@ -252,7 +254,7 @@ async def test_TB_4_D25_strict_mutation_quota_refuses_changes_over_it_with_retry
     assert (await api.call("PUT", "/subscriptions/later", KAFKA)).status_code == 200
 
 
-async def test_TB_5_D25_permissive_mutation_quota_accepts_and_throttles_holding_nobody(
+async def test_TB_5_AUD_D25_permissive_mutation_quota_accepts_and_throttles_holding_nobody(
     tmp_path: Path,
 ) -> None:
     async for api in serve(tmp_path, strict=False):
@@ -323,7 +325,7 @@ async def test_an_instance_never_seen_has_no_last_push(api: Admin) -> None:
     assert described.json()["instance"]["last_push_ms"] is None
 
 
-async def test_D13_admin_requests_authorized_or_not_are_subject_to_the_request_quota(api: Admin) -> None:
+async def test_AUD_D13_admin_requests_authorized_or_not_are_subject_to_the_request_quota(api: Admin) -> None:
     api.admin.quotas.alter(ClientQuotaEntity(user="bob"), "request_percentage", 1e-6)
     refused = await api.call("GET", "/subscriptions", headers=BOB)
     assert refused.status_code == 403  # denied, and recorded all the same
@@ -334,7 +336,7 @@ async def test_D13_admin_requests_authorized_or_not_are_subject_to_the_request_q
     assert "throttle_time_ms" not in served.json()
 
 
-async def test_D24_an_admin_answer_carries_the_larger_of_the_request_and_mutation_throttles(
+async def test_AUD_D24_an_admin_answer_carries_the_larger_of_the_request_and_mutation_throttles(
     tmp_path: Path,
 ) -> None:
     """KIP-599: ``throttle_time_ms`` is the max of the request-quota throttle (at most one 1 s window)

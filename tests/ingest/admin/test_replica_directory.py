@@ -1,4 +1,4 @@
-"""The live sink replicas (audit row C14, KIP-257's ``updateClusterMetadata``): replicas announce
+"""The live sink replicas (AUD-C14, KIP-257's ``updateClusterMetadata``): replicas announce
 themselves in a real data root (a temp dir), read each other, and the quota managers (the real engine,
 ``ReplicaShareQuotaCallback``) divide a shared quota by the replicas live."""
 
@@ -43,7 +43,7 @@ def _limits(managers: QuotaManagers) -> tuple[float | None, float | None]:
     return managers.produce.quota_limit("User:u", "c"), managers.request.quota_limit("User:u", "c")
 
 
-def test_C14_a_replica_is_live_while_its_last_heartbeat_is_younger_than_its_session_timeout() -> None:
+def test_AUD_C14_a_replica_is_live_while_its_last_heartbeat_is_younger_than_its_session_timeout() -> None:
     seen = [
         Announcement("a", "1", 1_000, TIMEOUT),
         Announcement("b", "2", 1_000 - TIMEOUT, TIMEOUT),  # exactly one timeout old: gone
@@ -53,7 +53,7 @@ def test_C14_a_replica_is_live_while_its_last_heartbeat_is_younger_than_its_sess
     assert live_replicas([], "me", 1_000) == ("me",)  # a replica always counts itself
 
 
-async def test_C14_replicas_in_one_data_root_see_each_other_and_every_manager_divides_the_quota(
+async def test_AUD_C14_replicas_in_one_data_root_see_each_other_and_every_manager_divides_the_quota(
     tmp_path: Path,
 ) -> None:
     clock = FakeClock()
@@ -65,7 +65,7 @@ async def test_C14_replicas_in_one_data_root_see_each_other_and_every_manager_di
     assert _limits(a.quotas) == _limits(b.quotas) == (1500, 15)  # each replica enforces half
 
 
-async def test_C14_a_replica_that_stops_cleanly_is_gone_at_the_next_heartbeat(tmp_path: Path) -> None:
+async def test_AUD_C14_a_replica_that_stops_cleanly_is_gone_at_the_next_heartbeat(tmp_path: Path) -> None:
     clock = FakeClock()
     a, b = _replica(tmp_path, "sink-0", clock), _replica(tmp_path, "sink-1", clock)
     await a.heartbeat()
@@ -76,7 +76,7 @@ async def test_C14_a_replica_that_stops_cleanly_is_gone_at_the_next_heartbeat(tm
     assert _limits(a.quotas) == (3000, 30)
 
 
-async def test_C14_a_replica_that_died_is_gone_one_session_timeout_after_its_last_heartbeat(
+async def test_AUD_C14_a_replica_that_died_is_gone_one_session_timeout_after_its_last_heartbeat(
     tmp_path: Path,
 ) -> None:
     clock = FakeClock()
@@ -88,7 +88,7 @@ async def test_C14_a_replica_that_died_is_gone_one_session_timeout_after_its_las
     assert await a.heartbeat() == ("sink-0",)
 
 
-async def test_C14_a_stopping_process_never_removes_a_newer_process_announcement(tmp_path: Path) -> None:
+async def test_AUD_C14_a_stopping_process_never_removes_a_newer_process_announcement(tmp_path: Path) -> None:
     clock = FakeClock()
     old, new, other = (_replica(tmp_path, n, clock) for n in ("sink-0", "sink-0", "sink-1"))
     await old.heartbeat()
@@ -97,7 +97,7 @@ async def test_C14_a_stopping_process_never_removes_a_newer_process_announcement
     assert await other.heartbeat() == ("sink-0", "sink-1")
 
 
-async def test_C14_what_is_not_an_announcement_is_skipped_and_logged_once(
+async def test_AUD_C14_what_is_not_an_announcement_is_skipped_and_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = FakeClock()
@@ -118,7 +118,7 @@ async def test_C14_what_is_not_an_announcement_is_skipped_and_logged_once(
     assert len(skipped) == 4  # each bad file once, however many heartbeats read it
 
 
-async def test_C14_a_store_failure_keeps_the_live_set_it_had(tmp_path: Path) -> None:
+async def test_AUD_C14_a_store_failure_keeps_the_live_set_it_had(tmp_path: Path) -> None:
     clock = FakeClock()
     a, b = _replica(tmp_path, "sink-0", clock), _replica(tmp_path, "sink-1", clock)
     await b.heartbeat()

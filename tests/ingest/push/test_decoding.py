@@ -24,11 +24,22 @@ async def test_decoders_sharing_a_pool_stop_it_only_when_the_last_of_them_closes
     assert await first.in_worker(decode_push, LARGE, 0, MIB, DEFAULT_LIMITS) == LARGE
     pool = first.pool
     assert pool is not None
+    assert await second.in_worker(decode_push, LARGE, 0, MIB, DEFAULT_LIMITS) == LARGE
     await first.close()
+    await first.close()  # twice: still one user gone, not two
     assert second.pool is pool  # still the second's
     assert await second.in_worker(decode_push, LARGE, 0, MIB, DEFAULT_LIMITS) == LARGE
     await second.close()
     assert second.pool is None
+
+
+async def test_decoders_that_never_used_a_worker_hold_no_pool_open() -> None:
+    never_used = PayloadDecoders(3)  # and never closed, as a pipeline that only saw small payloads
+    user = PayloadDecoders(3)
+    assert await user.in_worker(decode_push, LARGE, 0, MIB, DEFAULT_LIMITS) == LARGE
+    assert never_used.pool is user.pool is not None
+    await user.close()
+    assert never_used.pool is None
 
 
 async def test_a_refusal_in_a_worker_reaches_the_loop_as_the_same_error_with_its_limit() -> None:

@@ -32,6 +32,7 @@ from ingest.push.otlp_scan import (
 )
 from tests.support.otlp import partly_invalid_payload
 from tests.support.paths import LIBRDKAFKA_FIXTURES
+from tests.support.process import run_isolated
 
 FIXTURES = LIBRDKAFKA_FIXTURES
 COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -82,6 +83,18 @@ def test_real_librdkafka_payloads_pass_and_are_counted_as_parsed(path: Path) -> 
 
 
 def test_F2_62_MiB_of_empty_resource_metrics_is_refused_after_the_limit_with_constant_memory() -> None:
+    """The peak is traced in a fresh interpreter: tracemalloc counts every thread's allocations."""
+    refused = run_isolated(_scan_a_62_MiB_bomb)
+    assert isinstance(refused, dict)
+    assert refused["limit"] == "max_resource_metrics"
+    assert "limits.max_resource_metrics (1000)" in refused["message"]
+    assert refused["visited"] <= DEFAULT_LIMITS.max_resource_metrics  # O(limit), not O(elements)
+    assert refused["peak"] < 64 * 1024  # nothing proportional to the 62 MiB input
+    assert refused["error"] == "TELEMETRY_TOO_LARGE"
+
+
+def _scan_a_62_MiB_bomb() -> dict[str, object]:
+    """The refusal of 62 MiB of empty resource metrics and the memory traced meanwhile (``run_isolated``)."""
     bomb = b"\x0a\x00" * (31 * 1024 * 1024)
     tracemalloc.start()
     try:
@@ -90,11 +103,14 @@ def test_F2_62_MiB_of_empty_resource_metrics_is_refused_after_the_limit_with_con
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert refused.value.limit == "max_resource_metrics"
-    assert "limits.max_resource_metrics (1000)" in str(refused.value)
-    assert refused.value.visited <= DEFAULT_LIMITS.max_resource_metrics  # O(limit), not O(elements)
-    assert peak < 64 * 1024  # nothing proportional to the 62 MiB input
-    assert refused.value.error.name == "TELEMETRY_TOO_LARGE"
+    error = refused.value
+    return {
+        "limit": error.limit,
+        "message": str(error),
+        "visited": error.visited,
+        "peak": peak,
+        "error": error.error.name,
+    }
 
 
 LIMITED = RequestLimits(
@@ -339,7 +355,16 @@ def test_fuzz_a_strip_is_a_prefix_followed_only_by_zeros(body: bytes) -> None:
 
 
 def test_raw_forwarders_stripping_copies_only_the_result() -> None:
-    """8 MiB of resource metrics then 8 MiB of zeros: no memory but the stripped payload's."""
+    """8 MiB of resource metrics then 8 MiB of zeros: no memory but the stripped payload's (traced in a
+    fresh interpreter: tracemalloc counts every thread's allocations)."""
+    stripped = run_isolated(_strip_8_MiB_of_zeros)
+    assert isinstance(stripped, dict)
+    assert stripped["stripped_bytes"] == stripped["wire_bytes"] > 0
+    assert stripped["peak"] < stripped["wire_bytes"] + 64 * 1024
+
+
+def _strip_8_MiB_of_zeros() -> dict[str, object]:
+    """What stripping 8 MiB of zeros after 8 MiB of metrics kept, and its traced peak (``run_isolated``)."""
     wire = field(1, field(2, b"x" * (1 << 20))) * 8
     padded = wire + bytes(len(wire))
     tracemalloc.start()
@@ -348,8 +373,9 @@ def test_raw_forwarders_stripping_copies_only_the_result() -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    assert stripped is not None
     assert stripped == wire
-    assert peak < len(wire) + 64 * 1024
+    return {"stripped_bytes": len(stripped), "wire_bytes": len(wire), "peak": peak}
 
 
 def test_raw_forwarders_stripping_stops_past_max_resource_metrics_as_the_scan_would() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
+from typing import ClassVar
 from uuid import UUID
 
 import pytest
@@ -41,7 +43,11 @@ CLIENT = ClientContext(
 
 
 class Harness:
+    made: ClassVar[list[Harness]] = []
+    """Every harness of the running test, closed after it by ``_close_the_harnesses``."""
+
     def __init__(self, exporter: InMemoryExporter | None = None) -> None:
+        Harness.made.append(self)
         self.clock = FakeClock()
         store = SubscriptionStore()
         store.update("kafka", {"metrics": "org.apache.kafka.", "interval.ms": 1000})
@@ -55,7 +61,7 @@ class Harness:
             self.quotas,
             self.exporter,
             clock=self.clock,
-            thread_time_ns=self._thread_time,
+            clock_ns=self._thread_time,
         )
         self.instance_id = UUID(int=0)
         self.subscription_id = 0
@@ -77,6 +83,14 @@ class Harness:
         request = PushTelemetryRequest(self.instance_id, self.subscription_id, False, compression, metrics)
         response = await self.pipeline.push(request, CLIENT)
         return response.error_code, response.throttle_time_ms
+
+
+@pytest.fixture(autouse=True)
+async def _close_the_harnesses() -> AsyncIterator[None]:
+    """A test's harnesses closed after it, whatever it asserted: their decoder processes stop."""
+    yield
+    while Harness.made:
+        await Harness.made.pop().pipeline.close()
 
 
 async def test_a_librdkafka_push_lands_decompressed_with_its_context() -> None:
@@ -208,7 +222,6 @@ async def test_small_payloads_are_decoded_on_the_loop_and_large_ones_in_a_worker
     assert len(scanned) == 1  # the small push, on the loop; the large one was scanned elsewhere
     assert scanned[0] <= INLINE_DECODE_BYTES
     assert isinstance(h.pipeline.decoders.pool, ProcessPoolExecutor)
-    await h.pipeline.decoders.close()
 
 
 async def test_a_dead_decoder_process_is_replaced_and_the_push_is_decoded_by_a_new_one() -> None:
@@ -225,7 +238,6 @@ async def test_a_dead_decoder_process_is_replaced_and_the_push_is_decoded_by_a_n
     assert await h.push(large.SerializeToString(), 0) == (Errors.NONE, 0)
     assert h.pipeline.decoders.pool is not pool
     assert len(h.exporter.pushes) == 2
-    await h.pipeline.decoders.close()
 
 
 class _CommitOnABusyLoop(InMemoryExporter):
@@ -241,12 +253,10 @@ class _CommitOnABusyLoop(InMemoryExporter):
         return await super().export(push)
 
 
-async def test_D8_request_time_is_the_handlers_cpu_time_not_the_wait_for_the_commit() -> None:
+async def test_AUD_D8_request_time_is_the_handlers_cpu_time_not_the_wait_for_the_commit() -> None:
     cpu_ns = [0]
     h = Harness(_CommitOnABusyLoop(cpu_ns))
-    h.pipeline = TelemetryPipeline(
-        h.manager, h.quotas, h.exporter, clock=h.clock, thread_time_ns=lambda: cpu_ns[0]
-    )
+    h.pipeline = TelemetryPipeline(h.manager, h.quotas, h.exporter, clock=h.clock, clock_ns=lambda: cpu_ns[0])
     h.quotas.alter(ClientQuotaEntity(user="alice"), "request_percentage", 1)  # 10 ms of handling per s
     assert await h.get() == Errors.NONE
     captured = (FIXTURES / "librdkafka-producer-push001-zstd.bin").read_bytes()

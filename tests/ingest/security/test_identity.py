@@ -304,7 +304,7 @@ def test_F3_what_the_edge_lets_through_always_has_a_row(client_id: str, software
         client = http_client_context(headers, ("10.0.0.1", 1))
     except ClientTextError:
         return
-    PushContext(
+    row = PushContext(
         uuid.UUID(int=5),
         0,
         0,
@@ -314,3 +314,6 @@ def test_F3_what_the_edge_lets_through_always_has_a_row(client_id: str, software
         client_software_version=client.client_software_version,
         quota_tags={"client-id": client.client_id or ""},
     )
+    stored = (row.client_id, row.client_software_name, row.client_software_version)
+    assert stored == (client.client_id, client.client_software_name, client.client_software_version)
+    assert row.text_bytes >= sum(len(text.encode()) for text in stored if text)  # UTF-8 holds it

@@ -512,7 +512,7 @@ async def test_mtls_principal_is_the_certificate_subject_and_a_client_without_on
         assert await refused.closed_by_server()
 
 
-async def test_D13_every_api_is_subject_to_the_request_quota_with_throttle_time_and_a_mute(
+async def test_AUD_D13_every_api_is_subject_to_the_request_quota_with_throttle_time_and_a_mute(
     tmp_path: Path,
 ) -> None:
     """Metadata (like ApiVersions, DescribeCluster and the admin APIs) records its handler time for the
@@ -536,7 +536,7 @@ async def test_D13_every_api_is_subject_to_the_request_quota_with_throttle_time_
         assert described.throttle_time.total_seconds() > 0  # answered once unmuted, and over quota still
 
 
-async def test_D9_network_time_is_recorded_once_the_answer_is_written_without_a_throttle(
+async def test_AUD_D9_network_time_is_recorded_once_the_answer_is_written_without_a_throttle(
     tmp_path: Path,
 ) -> None:
     """Parsing a request, encoding and writing its answer is recorded for the client after the answer
@@ -555,7 +555,9 @@ async def test_D9_network_time_is_recorded_once_the_answer_is_written_without_a_
         assert second.throttle_time.total_seconds() > 0  # 300 ms in a 10 s window: 3 % of a thread
 
 
-async def test_B3_consumer_byte_rate_is_accepted_and_described_but_never_throttles(tmp_path: Path) -> None:
+async def test_AUD_B3_consumer_byte_rate_is_accepted_and_described_but_never_throttles(
+    tmp_path: Path,
+) -> None:
     """A documented difference: the sink serves no fetches, so ``consumer_byte_rate`` is kept for
     Kafka's tools (set, described) and nothing is ever recorded against it."""
     async with serving_kafka(tmp_path) as served:

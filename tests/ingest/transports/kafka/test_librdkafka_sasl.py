@@ -87,7 +87,7 @@ def _principals(sink: Sink) -> set[str]:
         ("SASL_SSL", "SCRAM-SHA-512"),
     ],
 )
-async def test_H11_librdkafka_pushes_over_sasl_land_under_the_users_principal_with_its_quotas(
+async def test_AUD_H11_librdkafka_pushes_over_sasl_land_under_the_users_principal_with_its_quotas(
     tmp_path: Path, protocol: str, mechanism: str
 ) -> None:
     async with sasl_sink(tmp_path, protocol) as (sink, landed, settings):

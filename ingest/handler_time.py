@@ -1,5 +1,5 @@
 """The request-handler time of a request, as Kafka's request quota measures it (KIP-124,
-``request_percentage``; audit row D8): the time the sink's thread spends handling that request, not
+``request_percentage``; AUD-D8): the time the sink's thread spends handling that request, not
 the time the request waits.
 
 Every request is handled on the one event loop, between awaits. ``metering()`` starts a request's meter
@@ -15,6 +15,14 @@ system call (see ``benchmarks/quotas/request_overhead.py``).
 
 The decoder process's own CPU is not charged (Kafka has no such process; documented in
 docs/quotas.md).
+
+``record_request_time`` records a request's handler time in the request quota, in one place for every
+transport, as a broker's ``sendResponseMaybeThrottle`` and ``sendResponseExemptThrottle``: for its
+client, returning the throttle the client earned for the transport to answer with its own way (the
+Kafka wire puts it into the answer's ``throttle_time_ms`` and mutes the connection, ``channel``; the
+admin HTTP API into the body and ``Retry-After``; the push pipeline into the response and a hold, or a
+mute, for the larger of its two quotas); for nobody's client (the platform's probes and scrapes, as a
+broker's cluster-action requests), into the never-throttled ``exempt-request-time``.
 """
 
 from __future__ import annotations
@@ -24,11 +32,15 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Final
 
-__all__ = ["HandlerTime", "metering", "waiting"]
+from quotas import ClientRequestQuotaManager, ThrottleCallback
+from subscriptions import ClientContext
+
+__all__ = ["HandlerTime", "metering", "record_request_time", "waiting"]
 
 
 class HandlerTime:
-    """One request's handler time so far: the CPU clock's advance, less its waits."""
+    """One request's handler time so far: the advance of a monotonic wall clock (``clock``) since it
+    started, less its waits."""
 
     __slots__ = ("_clock", "_since", "_spent")
 
@@ -94,3 +106,23 @@ def waiting() -> _Waiting:
     """The current request waits for something that is not its own work (nothing to do outside a
     metered request)."""
     return _Waiting()
+
+
+def record_request_time(
+    quota: ClientRequestQuotaManager,
+    client: ClientContext | None,
+    meter: HandlerTime,
+    now_ms: int,
+    channel: ThrottleCallback | None = None,
+) -> int:
+    """Record the handler time ``meter`` holds for ``client`` at ``now_ms``; the throttle in ms it
+    earned (0 within ``request_percentage``), with ``channel`` (a connection) muted for it. With no
+    ``client`` (the platform's own request) the time is exempt and the throttle 0."""
+    if client is None:
+        quota.record_exempt(meter.total_ns(), now_ms)
+        return 0
+    principal, client_id = client.principal, client.client_id or ""
+    throttle_ms = quota.record_request_time(principal, client_id, meter.total_ns(), now_ms)
+    if channel is not None:
+        quota.throttle(principal, client_id, throttle_ms, channel, now_ms)  # nothing when 0
+    return throttle_ms
