@@ -1,10 +1,13 @@
-"""Test-wide settings: the leak guard (``tests.support.leaks``), hypothesis's profile and the open-file
-limit."""
+"""Test-wide settings: the leak guard (``tests.support.leaks``), hypothesis's profile, the open-file
+limit, and the test pipelines closed after each test."""
 
 from __future__ import annotations
 
 import resource
+import sys
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import settings
 
 pytest_plugins = ["tests.support.leaks", "pytester"]
@@ -18,3 +21,13 @@ settings.load_profile("telemetry-sink")
 _soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if _soft != _hard:
     resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
+
+
+@pytest.fixture(autouse=True)
+def _pipelines_closed() -> Iterator[None]:
+    """After each test, the pipelines ``tests.support.pipeline`` made for it are closed (a test that
+    never imported it, a Spark test say, imports nothing for this)."""
+    yield
+    made = sys.modules.get("tests.support.pipeline")
+    if made is not None:
+        made.close_made_pipelines()

@@ -1,7 +1,9 @@
-"""A push pipeline with the real core and quota engine, for transport tests."""
+"""A push pipeline with the real core and quota engine, for transport tests; closed after the test
+that made it."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from exporters import Exporter
@@ -18,10 +20,24 @@ def kafka_pipeline(
     ``options`` go to ``TelemetryPipeline`` (``admission``, ``authenticator``, ...)."""
     store = SubscriptionStore()
     store.update("kafka", {"metrics": "org.apache.kafka.", "interval.ms": interval_ms})
-    return TelemetryPipeline(
+    pipeline = TelemetryPipeline(
         ClientMetricsManager(store),
         create_quota_managers(QuotaConfig(), clock),
         exporter,
         clock=clock,
         **options,
     )
+    MADE.append(pipeline)
+    return pipeline
+
+
+MADE: list[TelemetryPipeline] = []
+"""The pipelines ``kafka_pipeline`` made for the running test."""
+
+
+def close_made_pipelines() -> None:
+    """Close the pipelines made for the test that just ended (``tests/conftest.py`` calls it after
+    each test, whatever it asserted), each on an event loop of its own: their decoder processes stop.
+    A pipeline closed already is closed again at no cost."""
+    while MADE:
+        asyncio.run(MADE.pop().close())
