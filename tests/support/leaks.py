@@ -10,10 +10,12 @@ closes what it starts, and this plugin holds them to it:
   module or session fixture is checked when its module or the session ends);
 - what nobody owns (started during a teardown, say) must be gone when the session ends.
 
-"Gone" is polled for up to ``GRACE_S``: a pool's workers or a channel's poller end a moment after
-their owner closes them. A zombie child (exited, not yet reaped) counts as gone: it holds no CPU and no
+"Gone" is polled for up to ``GRACE_S``, with the garbage collector run now and then: a pool's
+workers end a moment after their owner closes them, and a closed gRPC channel's poller only once the
+collector has freed it. A zombie child (exited, not yet reaped) counts as gone: it holds no CPU and no
 descriptors. The named exceptions are the fixtures in ``LONG_LIVED``, which live as long as the test
-process by design; what they start is not checked.
+process by design (what they start is not checked), and the ``PROCESS_SINGLETONS`` a library starts
+once per process.
 
 Loaded for every test run by ``tests/conftest.py``; ``pytest -p no:tests.support.leaks`` turns it off
 for a run where a debugger's own threads would trip it.

@@ -178,7 +178,11 @@ def test_floods_up_to_each_limit_pass_and_one_more_is_refused_naming_it(
 
 
 def test_attributes_are_limited_per_list_not_per_payload() -> None:
-    scan_metrics(payload(point(2) * 3), LIMITED)  # six attributes, two per point
+    scanned = scan_metrics(payload(point(2) * 3), LIMITED)  # six attributes, two per point
+    assert scanned.data_points == 3
+    with pytest.raises(StructureLimitError) as refused:
+        scan_metrics(payload(point(3)), LIMITED)  # three on one point
+    assert refused.value.limit == "max_attributes_per_point"
 
 
 def nested(depth: int) -> bytes:
