@@ -34,13 +34,11 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-# Two processes: the Spark tests start their JVM in a process where no gRPC test has run (spawning the
-# JVM from a process with live gRPC threads failed now and then). Together they are every test, each
-# run in a new random order (pytest-randomly prints the seed), under the leak guard and the per-test
+# Every test, in two pytest processes side by side (scripts/unit.sh says why): `-m spark` and the rest,
+# each in a new random order (pytest-randomly prints the seed), under the leak guard and the per-test
 # timeout (tests/support/leaks.py, [tool.pytest.ini_options] in pyproject.toml).
 unit: setup browser ldap
-	$(BIN)/pytest -m "not spark"
-	$(BIN)/pytest -m spark
+	BIN=$(BIN) bash scripts/unit.sh
 
 test: lint typecheck unit
 
