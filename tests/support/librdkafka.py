@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -45,14 +47,50 @@ class Landed(Exporter):
                 await self._changed.wait()
 
 
+class TelemetryLog(logging.Handler):
+    """librdkafka's telemetry debug lines (``debug=telemetry``), which it hands to ``logger`` as the
+    client is polled: whether the client's last push has been answered.
+
+    librdkafka sends its terminating push on close only from its "push scheduled" state, not while a
+    push is in flight (``rd_kafka_telemetry_schedule_termination``): a test that expects the terminating
+    push closes the client once its last push was answered (``running_client(..., telemetry=log)``)."""
+
+    SENT = "Sending PushTelemetryRequest"
+    ANSWERED = "PushTelemetryRequest succeeded"
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.logger = logging.Logger(f"librdkafka-telemetry-{id(self)}", logging.DEBUG)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def conf(self) -> dict[str, Any]:
+        """What a client's configuration needs for this log to see its telemetry."""
+        return {"debug": "telemetry", "logger": self.logger}
+
+    def last_push_answered(self) -> bool:
+        pushes = [line for line in self.lines if self.SENT in line or self.ANSWERED in line]
+        return bool(pushes) and self.ANSWERED in pushes[-1]
+
+
 class ClientThread:
     """A client made, polled and closed in its own thread; the test reaches it only through
     ``call``, so that the thread holds its last reference and closing it really destroys it (Producer
-    and AdminClient send their terminating push then)."""
+    and AdminClient send their terminating push then, if ``telemetry`` says their last push has been
+    answered: the thread closes the client only then, within ``WAIT_S``)."""
 
-    def __init__(self, make: Callable[[], Any], close: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        make: Callable[[], Any],
+        close: Callable[[Any], None] | None = None,
+        telemetry: TelemetryLog | None = None,
+    ) -> None:
         self._make = make
         self._close = close
+        self._telemetry = telemetry
         self._client: Any = None
         self._stop = threading.Event()
 
@@ -61,6 +99,11 @@ class ClientThread:
         loop.call_soon_threadsafe(ready.set)
         while not self._stop.is_set():
             self._client.poll(0.05)
+        deadline = time.monotonic() + WAIT_S
+        while self._telemetry is not None and not self._telemetry.last_push_answered():
+            if time.monotonic() > deadline:
+                break  # the test then fails waiting for the terminating push, with the lines to show
+            self._client.poll(0.01)
         if self._close is not None:
             self._close(self._client)
         self._client = None  # the last reference: rd_kafka_destroy runs here, in this thread
@@ -72,10 +115,11 @@ class ClientThread:
 
 @asynccontextmanager
 async def running_client(
-    make: Callable[[], Any], close: Callable[[Any], None] | None = None
+    make: Callable[[], Any], close: Callable[[Any], None] | None = None, telemetry: TelemetryLog | None = None
 ) -> AsyncIterator[ClientThread]:
-    """The client runs until the block ends, then is closed; the block waits for that."""
-    client = ClientThread(make, close)
+    """The client runs until the block ends, then is closed (once its last push was answered, given
+    the ``telemetry`` log its configuration names); the block waits for that."""
+    client = ClientThread(make, close, telemetry)
     ready = asyncio.Event()
     thread = asyncio.create_task(asyncio.to_thread(client._run, asyncio.get_running_loop(), ready))
     try:

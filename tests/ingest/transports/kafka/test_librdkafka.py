@@ -26,7 +26,7 @@ from ingest.server import Sink
 from subscriptions import ClientContext, kafka_uuid_string
 from subscriptions.metrics import PUSH
 from tests.support.clock import eventually
-from tests.support.librdkafka import Landed, running_client
+from tests.support.librdkafka import Landed, TelemetryLog, running_client
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ async def running_sink(tmp_path: Path, **client_metrics: object) -> AsyncIterato
         await sink.stop()
 
 
-def _bootstrap(sink: Sink, **conf: str) -> dict[str, str | int | float | bool]:
+def _bootstrap(sink: Sink, **conf: Any) -> dict[str, Any]:
     return {"bootstrap.servers": f"127.0.0.1:{sink.kafka_port}", **conf}
 
 
@@ -84,8 +84,9 @@ async def test_producer_pushes_land_with_its_instance_software_compression_and_t
         sink,
         landed,
     ):
-        conf = _bootstrap(sink, **{"client.id": "orders-app"})
-        async with running_client(lambda: confluent_kafka.Producer(conf)):
+        telemetry = TelemetryLog()
+        conf = _bootstrap(sink, **{"client.id": "orders-app"}, **telemetry.conf())
+        async with running_client(lambda: confluent_kafka.Producer(conf), telemetry=telemetry):
             await landed.until(lambda pushes: len(pushes) >= 2)
             instances = list(sink.manager.instances())
             assert len(instances) == 1  # the one the sink gave out in its Get (PD-4: adopted as is)
@@ -108,8 +109,9 @@ async def test_producer_pushes_land_with_its_instance_software_compression_and_t
 
 async def test_consumer_pushes_land_and_close_sends_the_terminating_push(tmp_path: Path) -> None:
     async with running_sink(tmp_path) as (sink, landed):
-        conf = _bootstrap(sink, **{"group.id": "g1", "client.id": "billing"})
-        async with running_client(lambda: confluent_kafka.Consumer(conf), lambda c: c.close()):
+        telemetry = TelemetryLog()
+        conf = _bootstrap(sink, **{"group.id": "g1", "client.id": "billing"}, **telemetry.conf())
+        async with running_client(lambda: confluent_kafka.Consumer(conf), lambda c: c.close(), telemetry):
             await landed.until(lambda pushes: len(pushes) >= 1)
         await landed.until(lambda pushes: pushes[-1].context.terminating)
     rows = _rows(sink)
@@ -122,7 +124,9 @@ async def test_consumer_pushes_land_and_close_sends_the_terminating_push(tmp_pat
 
 async def test_admin_client_lists_the_node_describes_the_cluster_and_pushes(tmp_path: Path) -> None:
     async with running_sink(tmp_path) as (sink, landed):
-        async with running_client(lambda: AdminClient(_bootstrap(sink, **{"client.id": "ops"}))) as admin:
+        telemetry = TelemetryLog()
+        conf = _bootstrap(sink, **{"client.id": "ops"}, **telemetry.conf())
+        async with running_client(lambda: AdminClient(conf), telemetry=telemetry) as admin:
             metadata = await admin.call(lambda a: a.list_topics(timeout=10))
             assert {b.id: (b.host, b.port) for b in metadata.brokers.values()} == {
                 1: ("127.0.0.1", sink.kafka_port)
