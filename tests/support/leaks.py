@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
 import time
 from collections.abc import Generator
@@ -185,6 +186,9 @@ class LeakGuard:
         finally:
             if isinstance(item, pytest.Function):  # the torn-down fixtures' values, freed as pytest
                 item.funcargs.clear()  # does next: what they hold can be collected while we wait
+            for failure in ("last_exc", "last_type", "last_value", "last_traceback"):
+                if hasattr(sys, failure):  # a failed test's traceback, kept for post-mortems, keeps
+                    delattr(sys, failure)  # its frames' objects (its servers, say) alive
             started, self.started_by_test = self.started_by_test, Running()
             self._check(f"test {item.nodeid}", started, "its teardown")
             torn_down, self.torn_down = self.torn_down, []
