@@ -21,19 +21,30 @@ request holds:
 | ``max_software_chars`` | 128 | a client software name or version |
 | ``max_entity_counters`` | 10,000 | the per-quota-entity request counters kept between quota snapshots |
 | ``max_compressed_frames`` | 64 | gzip members, lz4 or zstd frames in one payload (Kafka clients send one) |
-| ``max_held_clients`` | 10,000 | clients held at once for a quota throttle (HTTP, gRPC); more are not held |
+| ``max_held_clients`` | 10,000 | quota sensors held at once for a throttle (HTTP, gRPC); more are not held |
 | ``max_quota_entities`` | 50,000 | quota entities with sensors per quota type (~6 KB each); LRU evicted |
+| ``max_clients_per_export`` | 1,000 | clients (so client instance ids, and rows) one OTLP export carries |
+| ``max_clients_per_forwarder_export`` | 10,000 | the same, in an export from a trusted forwarder |
+| ``max_instance_owners`` | 65,536 | OTLP instance ids whose owning principal is remembered (F8) |
+
+The clients of an OTLP export are counted where the export is split per client
+(``ingest.security.attribution``, in the decoder), before any of them is resolved or landed, so one
+request lands at most ``max_clients_per_export`` rows. A sender in ``security.trusted_forwarders`` (a
+broker plugin or a Collector batches many clients by design) is held to
+``max_clients_per_forwarder_export`` instead (``for_trusted_forwarder``; never to fewer).
+``max_instance_owners`` bounds the whole instance ownership table, where each principal holds at most
+``client.metrics.max.cache.size`` ids (``ingest.security.instance_owners``).
 
 Over a payload limit, a KIP-714 push is answered TELEMETRY_TOO_LARGE (118, retried at the next
-interval, PD-12) and an OTLP export 413 / RESOURCE_EXHAUSTED without retry information; client text
-over its limit, or not valid text, is refused with INVALID_REQUEST, with a message naming the field
-where the answer carries one (HTTP, gRPC, DescribeClientQuotas; a Kafka ApiVersions or telemetry
-answer has only the code).
+interval, PD-12) and an OTLP export (too many clients included) 413 / RESOURCE_EXHAUSTED without retry
+information; client text over its limit, or not valid text, is refused with INVALID_REQUEST, with a
+message naming the field where the answer carries one (HTTP, gRPC, DescribeClientQuotas; a Kafka
+ApiVersions or telemetry answer has only the code).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from quotas import DEFAULT_MAX_QUOTA_ENTITIES
@@ -60,6 +71,15 @@ class RequestLimits:
     max_compressed_frames: int = 64
     max_held_clients: int = 10_000
     max_quota_entities: int = DEFAULT_MAX_QUOTA_ENTITIES
+    max_clients_per_export: int = 1_000
+    max_clients_per_forwarder_export: int = 10_000
+    max_instance_owners: int = 65_536
+
+    def for_trusted_forwarder(self) -> RequestLimits:
+        """These limits for an export from a trusted forwarder: ``max_clients_per_export`` raised to
+        ``max_clients_per_forwarder_export`` (a forwarder is never allowed fewer clients than anyone)."""
+        most = max(self.max_clients_per_export, self.max_clients_per_forwarder_export)
+        return replace(self, max_clients_per_export=most)
 
 
 DEFAULT_LIMITS: Final = RequestLimits()

@@ -176,6 +176,12 @@ class ClientQuotaManager:
             return sensors.tags
         return self.callback.quota_metric_tags(self.quota_type, principal, client_id)
 
+    def sensor_name(self, principal: str, client_id: str) -> str:
+        """The name of the quota sensor this client records into, Kafka's ``<quota type>-<tag values>``
+        (``Produce-alice:`` for a ``<user>`` quota): clients with the same name share one quota, and so
+        one throttle (``ingest.push.holds``)."""
+        return _sensor_name(self.quota_type, self.metric_tags(principal, client_id))
+
     # -- throttling -------------------------------------------------------------------------
 
     def throttle(
@@ -258,13 +264,12 @@ class ClientQuotaManager:
         sensors = self._by_client.get(key)
         if sensors is None or sensors.evicted:
             tags = self.callback.quota_metric_tags(self.quota_type, principal, client_id)
-            suffix = ":".join(tags.values())
-            name = f"{self.quota_type.value}-{suffix}"
+            name = _sensor_name(self.quota_type, tags)
             sensors = self._by_sensor.get(name)
             if sensors is None:
                 if len(self._by_sensor) >= self.config.max_entities:
                     self._evict_least_recent()
-                sensors = self._create_sensors(name, suffix, tags, now_ms)
+                sensors = self._create_sensors(name, tags, now_ms)
                 self._by_sensor[name] = sensors
             self._by_client[key] = sensors
             if len(self._by_client) > self.config.max_entities:
@@ -280,8 +285,9 @@ class ClientQuotaManager:
         self.metrics.remove_sensor(sensors.throttle_sensor.name)
         self.entities_evicted += 1
 
-    def _create_sensors(self, name: str, suffix: str, tags: Mapping[str, str], now_ms: int) -> ClientSensors:
+    def _create_sensors(self, name: str, tags: Mapping[str, str], now_ms: int) -> ClientSensors:
         group = self.quota_type.value
+        suffix = _sensor_suffix(tags)
         config = self.config.metric_config(self.callback.quota_limit(self.quota_type, tags))
         quota_sensor, created = self.metrics.sensor(name, now_ms, config, INACTIVE_SENSOR_EXPIRATION_MS)
         if created:
@@ -299,3 +305,12 @@ class ClientQuotaManager:
     def _add_quota_metrics(self, sensor: Sensor, tags: Mapping[str, str]) -> None:
         """Give a new quota sensor its metrics; the first one carries the quota."""
         sensor.add(MetricName.of(self.rate_metric_name, self.quota_type.value, tags), Rate())
+
+
+def _sensor_suffix(tags: Mapping[str, str]) -> str:
+    """Kafka's ``metricTagsToSensorSuffix``: the tag values joined with ``:``."""
+    return ":".join(tags.values())
+
+
+def _sensor_name(quota_type: QuotaType, tags: Mapping[str, str]) -> str:
+    return f"{quota_type.value}-{_sensor_suffix(tags)}"

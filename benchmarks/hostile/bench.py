@@ -11,6 +11,9 @@ over gRPC pushing the captured payloads of ``tests/fixtures/librdkafka``) drives
   limits let it send (``tests/support/attacks.py`` builds them).
   The attacker connects from 127.0.0.2, another client address on loopback, so that per-IP
   connection limits apply to it and not to the fleet.
+  One attacker is not hostile input but a client dodging its quota (``t3-5-rotating-ids``, T3-5): a
+  user with a ``<user>`` byte-rate quota (set through the admin API for its phase only) sending each
+  OTLP/HTTP export under a new client id; it reports the bytes/s it landed beside the quota.
 
 The fleet is open loop by default: ``--rate`` pushes/s (1,000: a third of what one sink lands on
 this machine, a fleet of 30,000 clients at the default 30 s interval), so that its latency and the
@@ -26,7 +29,8 @@ event loop lag over the phase (``telemetry_sink_event_loop_lag_max_seconds`` fro
 at the phase start to reset it and at its end; the lag includes what that first scrape cost), the
 sink's peak RSS in the phase (``VmHWM``, reset at each phase start), and what the attacker was
 answered. Goal beside the figures: ratio >= 0.9, zero well-behaved errors, worst /healthz < 100 ms
-(the external prober; the loop lag is printed beside it). After the run the sink is stopped and every
+(the external prober; the loop lag is printed beside it); for the fan-out attacks (``t3-7-*``, T3-7)
+ratio >= 0.99. After the run the sink is stopped and every
 acknowledged fleet push must be in its Delta table, once.
 
 Run: ``make bench`` or ``.venv/bin/python benchmarks/hostile/bench.py [--phase-s 15 --attacks f1-points]``.
@@ -42,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run by path: `be
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -74,15 +79,25 @@ from ingest.push.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from subscriptions import ClientMetricsConfig, Errors, kafka_uuid_string
 from tests.support import attacks
 from tests.support.kafka import encode_request
+from tests.support.otlp import metrics_data
 from tests.support.process import free_port
 
 SOURCE: Final = "127.0.0.2"
 """The attacker's address: another client on loopback."""
 KAFKA_STRING_MAX: Final = 32_767
 GOAL_RATIO: Final = 0.9
+FAN_OUT_GOAL_RATIO: Final = 0.99
+"""The fan-out attacks' goal (T3-7): the fleet keeps at least this share of its clean rate."""
 GOAL_STALL_MS: Final = 100.0
 TIMEOUT_S: Final = 60.0
 LOOP_LAG_MAX: Final = "telemetry_sink_event_loop_lag_max_seconds"
+ROTATING_USER: Final = "rotating"
+ROTATING_QUOTA: Final = 10_240
+"""The rotating-client-id sender's ``<user>`` quota, ``producer_byte_rate`` (bytes/s)."""
+ROTATING_TOKENS: Final = {"t-rotating": f"User:{ROTATING_USER}", "t-bench-admin": "User:bench-admin"}
+"""The bearer tokens of the rotating sender and of the super user who sets its quota."""
+ROTATING_BODY: Final = metrics_data(points=600)
+"""About 21 KB: two requests a second are four times the quota."""
 
 Attack = Callable[[Counter[str]], Coroutine[Any, Any, None]]
 """An attacker: sends until cancelled, counting what it was answered."""
@@ -197,6 +212,63 @@ def client_id_flood(target: Target) -> Attack:
     return back_to_back(send)
 
 
+def rotating_ids_environment(workdir: Path) -> None:
+    """The tokens the rotating-client-id sender needs, given to the sink through its environment (set
+    before it starts): anonymous clients, the fleet among them, are not affected by them."""
+    tokens = workdir / "tokens.yaml"
+    tokens.write_text("".join(f'"{token}": "{principal}"\n' for token, principal in ROTATING_TOKENS.items()))
+    os.environ["TELEMETRY_SINK_SECURITY__TOKENS_FILE"] = str(tokens)
+    os.environ["TELEMETRY_SINK_SECURITY__SUPER_USERS"] = ROTATING_TOKENS["t-bench-admin"]
+
+
+async def _rotating_quota(target: Target, value: float | None) -> None:
+    """Set (None: remove) the rotating user's quota through the admin API, as an operator would."""
+    op: dict[str, Any] = {"key": "producer_byte_rate"} | (
+        {"remove": True} if value is None else {"value": value}
+    )
+    entity = [{"entity_type": "user", "entity_name": ROTATING_USER}]
+    body = json.dumps({"entries": [{"entity": entity, "ops": [op]}]}).encode()
+    headers = [("Content-Type", b"application/json"), ("Authorization", b"Bearer t-bench-admin")]
+    request = attacks.http_request("POST", "/admin/v1/client-quotas/alter", headers, body)
+    answer = await attacks.http_exchange(target.http_port, request, TIMEOUT_S)
+    if answer.status != 200 or any(e["error_code"] for e in json.loads(answer.body)["entries"]):
+        raise RuntimeError(f"the rotating user's quota was not set: {answer.status} {answer.body[:300]!r}")
+
+
+def rotating_client_ids(target: Target, body: bytes) -> Attack:
+    """T3-5: a user with a ``<user>`` quota of ``ROTATING_QUOTA`` sending OTLP/HTTP exports of ``body``
+    back to back, each under a client id it never used before. The quota is set through the admin API
+    when the attack starts and removed when it ends, so the other phases run without it. Besides the
+    answers, it counts what it landed: ``accepted B/s`` against ``quota B/s``."""
+    numbers = itertools.count()
+
+    async def attack(answers: Counter[str]) -> None:
+        await _rotating_quota(target, ROTATING_QUOTA)
+        started, accepted = time.monotonic(), 0
+        try:
+            while True:
+                headers = [
+                    ("Content-Type", b"application/x-protobuf"),
+                    ("Authorization", b"Bearer t-rotating"),
+                    ("x-kafka-client-id", f"app-{next(numbers)}".encode()),
+                ]
+                try:
+                    status = (
+                        await _http(target, attacks.http_request("POST", "/v1/metrics", headers, body))
+                    ).status
+                except (OSError, TimeoutError, ValueError, KeyError) as exc:
+                    answers[type(exc).__name__] += 1
+                    continue
+                answers[f"HTTP {status}"] += 1
+                accepted += len(body) if status == 200 else 0
+        finally:
+            answers["accepted B/s"] = round(accepted / (time.monotonic() - started))
+            answers["quota B/s"] = ROTATING_QUOTA
+            await _rotating_quota(target, None)
+
+    return attack
+
+
 async def _hold(port: int, start: bytes, answers: Counter[str]) -> None:
     """A socket that sends ``start`` and nothing more, reopened as soon as the sink closes it."""
     while True:
@@ -253,6 +325,23 @@ def stalled_bodies(target: Target, count: int, body_bytes: int) -> Attack:
         await asyncio.gather(*(_hold(target.http_port, start, answers) for _ in range(count)))
 
     return attack
+
+
+def fan_out_attacks(target: Target) -> dict[str, tuple[str, Attack]]:
+    """T3-7: one anonymous OTLP/HTTP export naming a client per data point (``attacks.fan_out_points``),
+    back to back: 100,000 clients (refused, 413), and as many as ``limits.max_clients_per_export`` (each
+    request lands that many rows)."""
+    crowd, cap = 100_000, DEFAULT_LIMITS.max_clients_per_export
+    return {
+        "t3-7-fan-out": (
+            f"OTLP/HTTP gzip, {crowd:,} clients named in point labels (over the cap: 413)",
+            otlp_attack(target, _otlp(attacks.gzip_bomb(attacks.fan_out_points(crowd)), gzip=True)),
+        ),
+        "t3-7-fan-out-cap": (
+            f"OTLP/HTTP gzip, {cap:,} clients named in point labels (at the cap: {cap:,} rows a request)",
+            otlp_attack(target, _otlp(attacks.gzip_bomb(attacks.fan_out_points(cap)), gzip=True)),
+        ),
+    }
 
 
 def build_attacks(target: Target, args: argparse.Namespace) -> dict[str, tuple[str, Attack]]:
@@ -347,7 +436,13 @@ def build_attacks(target: Target, args: argparse.Namespace) -> dict[str, tuple[s
             f"KIP-714 Gets (HTTP), each a new client id of {limits.max_client_id_chars:,} chars",
             client_id_flood(target),
         ),
+        "t3-5-rotating-ids": (
+            f"OTLP/HTTP as a user with a {ROTATING_QUOTA:,} B/s <user> quota, "
+            f"{len(ROTATING_BODY):,} B exports, a new client id each",
+            rotating_client_ids(target, ROTATING_BODY),
+        ),
     }
+    built.update(fan_out_attacks(target))
     return built
 
 
@@ -415,16 +510,19 @@ async def drive(sink: Server, target: Target, args: argparse.Namespace) -> dict[
         for name in chosen:
             what, attack = built[name]
             results[name] = await run_phase(fleet, sink, args, attack)
-            report_phase(name, what, results[name], results["clean"])
+            goal = FAN_OUT_GOAL_RATIO if name.startswith("t3-7-") else GOAL_RATIO
+            report_phase(name, what, results[name], results["clean"], goal)
     finally:
         await fleet.close()
     return results
 
 
-def report_phase(name: str, what: str, r: dict[str, Any], clean: dict[str, Any]) -> None:
+def report_phase(
+    name: str, what: str, r: dict[str, Any], clean: dict[str, Any], goal_ratio: float = GOAL_RATIO
+) -> None:
     ratio = r["accepted_per_s"] / clean["accepted_per_s"] if clean["accepted_per_s"] else float("nan")
     errors = sum(r["errors"].values()) + r["failed_probes"]
-    met = ratio >= GOAL_RATIO and errors == 0 and r["worst_healthz_ms"] < GOAL_STALL_MS
+    met = ratio >= goal_ratio and errors == 0 and r["worst_healthz_ms"] < GOAL_STALL_MS
     r["ratio"] = ratio
     r["goal_met"] = met
     print(
@@ -480,6 +578,7 @@ def main() -> None:
         flush=True,
     )
     try:
+        rotating_ids_environment(workdir)
         sink = start_sink(workdir, MIN_INTERVAL_MS, max_in_flight=2 * args.concurrency)
         assert sink.kafka_port is not None
         assert sink.table_uri is not None

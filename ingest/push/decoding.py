@@ -6,8 +6,9 @@ run in another process):
 - ``decode_push``: a KIP-714 push's payload decompressed, scanned (``otlp_scan``) and parsed, all or
   nothing: the ``MetricsData`` bytes that land;
 - ``decode_export``: an OTLP protobuf export decompressed, scanned, parsed, stripped of its invalid
-  points (``otlp_points``) and split by the client each part belongs to (``ingest.security.attribution``): a
-  ``DecodedExport``;
+  points (``otlp_points``) and split by the client each part belongs to (``ingest.security.attribution``),
+  at most ``limits.max_clients_per_export`` of them (else ``StructureLimitError``, as the scan's
+  limits): a ``DecodedExport``;
 - ``decode_export_tolerant``: ``decode_export``, repairing what raw forwarders send (a compressed body
   without ``Content-Encoding``, trailing zero bytes), for ``server.otlp_tolerant_intake``;
 - ``decode_json_export``: the same for an OTLP JSON body, converted within the limits (``json_bodies``).
@@ -49,7 +50,7 @@ from ingest.push.codec import (
 from ingest.push.json_bodies import otlp_json_to_protobuf
 from ingest.push.otlp_points import Rejected, drop_invalid_points
 from ingest.push.otlp_scan import StructureLimitError, scan_metrics, strip_zero_padding
-from ingest.security.attribution import ClientGroup, split_by_client
+from ingest.security.attribution import ClientGroup, TooManyClientsError, split_by_client
 from subscriptions import CompressionType
 
 if TYPE_CHECKING:
@@ -149,7 +150,15 @@ def _valid_export(payload: bytes, limits: RequestLimits) -> DecodedExport:
     if rejected:
         payload = data.SerializeToString()  # what lands is the valid part only
     has_metrics = any(s.metrics for r in data.resource_metrics for s in r.scope_metrics)
-    return DecodedExport(tuple(split_by_client(data, payload)), has_metrics, rejected)
+    try:
+        groups = split_by_client(data, payload, limits.max_clients_per_export)
+    except TooManyClientsError as exc:  # a structural limit, counted where the export is split
+        message = (
+            f"more than {exc.max_clients} clients in one export (limits.max_clients_per_export; "
+            "from a trusted forwarder, limits.max_clients_per_forwarder_export)"
+        )
+        raise StructureLimitError("max_clients_per_export", message, exc.seen) from None
+    return DecodedExport(tuple(groups), has_metrics, rejected)
 
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}

@@ -2,34 +2,49 @@
 
 A broker mutes a throttled client's channel until its throttle ends: the response carrying the
 throttle goes out at once, and the client's next request is not read until then. A request over HTTP
-or unary gRPC has no channel the sink could stop reading, so a throttled client is *held* instead,
-keyed by (principal, client id): from the response that carried a quota throttle (byte rate or request
-time) until the throttle ends. The throttle itself goes through the quota manager like any other
-(``throttle-time`` sensor, delay queue), whose reaper (or ``close`` at shutdown) ends the hold; a
-lookup after the deadline ends it too, so holds never outlive their throttle. What a held client's
-next request gets depends on the RPC (``pipeline``):
+or unary gRPC has no channel the sink could stop reading, so the throttle is *held* instead: from the
+response that carried a quota throttle (byte rate or request time) until the throttle ends.
+
+A hold is as wide as the quota it enforces: it is keyed by the quota sensor that was violated, named as
+Kafka names it from the quota's metric tags (``ClientQuotaManager.sensor_name``: ``Produce-alice:`` for
+a ``<user>`` quota on ``User:alice``, ``Produce-:app-1`` for a ``<client-id>`` one), not by who sent
+the request. Every client that records into a held sensor is held, whatever client id it sends, and no
+other: a ``<default>`` quota is still one sensor per user or per client id (never one for everyone),
+and a client no quota applies to records into a sensor without a bound, which is never held. A request
+records into two sensors, its produce byte rate and its request time (``managers``), so it is held
+while either is (a KIP-714 Get too, as a muted channel holds every API). A request that earned both
+throttles holds both sensors, each for its own throttle; the larger one is the throttle recorded in
+the ``throttle-time`` sensor (QUO-9), the other is only held.
+
+Each hold goes through its quota manager's delay queue like any throttle, whose reaper (or ``close`` at
+shutdown) ends it; a lookup after the deadline ends it too, so holds never outlive their throttle.
+What a held request gets depends on the RPC (``pipeline``):
 
 - KIP-714 Get/Push: ``wait`` delays it until the hold ends, then it is handled as usual (Kafka's mute:
   the request waits, nothing is lost). It is answered THROTTLING_QUOTA_EXCEEDED with the time left,
-  unrecorded, instead when the hold has longer than ``server.max_hold_delay_ms`` to run, or when
-  another request of the same client is already waiting (one waiting request per client, as a muted
-  channel holds one).
+  unrecorded, instead when the hold has longer than ``server.max_hold_delay_ms`` to run (also once it
+  has waited and the hold grew past that), or when another request of the same (principal, client id)
+  is already waiting (one waiting request per client, as a muted channel holds one; every waiting
+  request also keeps its admission slot).
 - OTLP: refused at once with the time left (``remaining_ms``; RESOURCE_EXHAUSTED + RetryInfo, 429 +
   Retry-After), which OTLP clients honour by sending the same batch again later.
 
 Throttles that are not quotas (a too-early Get/Push, PD-7; an overload answer, ``admission``) are
-advice in the response and hold nobody.
+advice in the response and hold nobody. The Kafka wire listener mutes the connection instead, as a
+broker does, and takes no hold.
 
-The clients held at once are bounded: keys are what clients send, so at most ``max_held_clients``
-(``limits.max_held_clients``) are held. A throttled client beyond that is not held (nor its throttle
-queued): its answer still carries the throttle, and ``refused`` counts it
-(``telemetry_sink_holds_refused_total``). The clients already held stay held, so a flood of new
-client ids throttles only itself.
+The sensors held at once are bounded: under a ``<default client-id>`` quota each client id sent is a
+sensor of its own, so at most ``max_held_clients`` (``limits.max_held_clients``) are held. A throttle
+of a sensor beyond that is not held (nor queued): its answer still carries the throttle, and
+``refused`` counts it (``telemetry_sink_holds_refused_total``). The sensors already held stay held, so
+a flood of new client ids throttles only itself; a client that rotates its client id under a quota
+on its user records into the one held sensor and is held like any other.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Final
 
 from ingest.limits import DEFAULT_LIMITS
@@ -41,105 +56,144 @@ DEFAULT_MAX_HOLD_DELAY_MS: Final = 10_000
 """``server.max_hold_delay_ms``: the longest a held KIP-714 request waits (a client's request timeout
 is typically 30 s or more)."""
 
-_Key = tuple[str, str]
+_Client = tuple[str, str]
+"""(principal, client id): who sent a request."""
 
 
 class _Hold:
-    __slots__ = ("ended", "until", "waiting")
+    __slots__ = ("ended", "until")
 
     def __init__(self, until: int) -> None:
         self.until = until
         self.ended = asyncio.Event()
-        self.waiting = False
 
 
 class ClientHolds:
-    """The clients held now, by (principal, client id), with the instant each hold ends: at most
-    ``max_held_clients``."""
+    """The quota sensors held now, by sensor name, with the instant each hold ends: at most
+    ``max_held_clients``. ``managers`` are the quota managers whose sensors every request records
+    into (the produce byte rate and the request time)."""
 
-    def __init__(self, max_held_clients: int = DEFAULT_LIMITS.max_held_clients) -> None:
+    def __init__(
+        self, managers: Sequence[ClientQuotaManager], max_held_clients: int = DEFAULT_LIMITS.max_held_clients
+    ) -> None:
+        self.managers = tuple(managers)
         self.max_held_clients = max_held_clients
         self.refused = 0
-        """Throttled clients not held because ``max_held_clients`` were."""
-        self._holds: dict[_Key, _Hold] = {}
+        """Throttles of sensors not held because ``max_held_clients`` were."""
+        self._holds: dict[str, _Hold] = {}
+        self._waiting: set[_Client] = set()
+        """Clients with a request waiting (at most the requests admitted at once)."""
 
     def __len__(self) -> int:
         return len(self._holds)
 
+    def sensors(self, principal: str, client_id: str) -> list[str]:
+        """The names of the sensors this client's requests record into, one per manager."""
+        return [manager.sensor_name(principal, client_id) for manager in self.managers]
+
     def remaining_ms(self, principal: str, client_id: str, now_ms: int) -> int:
-        """How long this client is still held (0: not held)."""
-        key = (principal, client_id)
-        hold = self._holds.get(key)
-        if hold is None:
-            return 0
-        if hold.until <= now_ms:
-            self._end(key)
-            return 0
-        return hold.until - now_ms
+        """How long this client is still held: the longest hold on a sensor it records into (0: none)."""
+        return self._longest(principal, client_id, now_ms)[0]
 
     async def wait(self, principal: str, client_id: str, clock: Clock, max_wait_ms: int) -> int:
-        """Delay a held client's request until its hold ends: 0 once it may go ahead, or the time left
-        when it may not wait (more than ``max_wait_ms`` to go, or another request already waiting)."""
-        left = self.remaining_ms(principal, client_id, clock.now_ms())
-        hold = self._holds.get((principal, client_id))
+        """Delay a held client's request until no sensor it records into is held: 0 once it may go
+        ahead, or the time left when it may not wait (the hold ends more than ``max_wait_ms`` after the
+        request came, or another request of the client is already waiting)."""
+        now = clock.now_ms()
+        left, hold = self._longest(principal, client_id, now)
+        client = (principal, client_id)
         if hold is None:
             return 0
-        if left > max_wait_ms or hold.waiting:
+        if left > max_wait_ms or client in self._waiting:
             return left
-        hold.waiting = True
+        deadline = now + max_wait_ms
+        self._waiting.add(client)
         try:
-            while left:
+            while hold is not None:
                 await clock.wait(hold.ended, left)
-                left = self.remaining_ms(principal, client_id, clock.now_ms())
+                now = clock.now_ms()
+                left, hold = self._longest(principal, client_id, now)
+                if now + left > deadline:  # held again meanwhile, for longer than the request may wait
+                    return left
         finally:
-            hold.waiting = False
+            self._waiting.discard(client)
         return 0
 
     def hold(
-        self, manager: ClientQuotaManager, principal: str, client_id: str, throttle_ms: int, now_ms: int
+        self,
+        manager: ClientQuotaManager,
+        principal: str,
+        client_id: str,
+        throttle_ms: int,
+        now_ms: int,
+        *,
+        record_throttle: bool = True,
     ) -> None:
-        """Hold the client for ``throttle_ms`` (nothing for 0), recording the throttle in ``manager``;
-        a client not held yet is not when ``max_held_clients`` are (counted in ``refused``)."""
+        """Hold this client's sensor of ``manager``, and so every client recording into it, for
+        ``throttle_ms`` (nothing for 0); the throttle is recorded in the client's ``throttle-time``
+        sensor if ``record_throttle``. A sensor not held yet is not when ``max_held_clients`` are
+        (counted in ``refused``)."""
         if throttle_ms <= 0:
             return
-        key = (principal, client_id)
-        hold = self._holds.get(key)
+        name = manager.sensor_name(principal, client_id)
+        hold = self._holds.get(name)
         if hold is None:
             if len(self._holds) >= self.max_held_clients:
                 self.refused += 1
-                manager.record_throttle_time(principal, client_id, throttle_ms, now_ms)  # told, not held
+                if record_throttle:  # told, not held
+                    manager.record_throttle_time(principal, client_id, throttle_ms, now_ms)
                 return
-            hold = self._holds[key] = _Hold(now_ms + throttle_ms)
+            hold = self._holds[name] = _Hold(now_ms + throttle_ms)
         hold.until = max(hold.until, now_ms + throttle_ms)
-        manager.throttle(principal, client_id, throttle_ms, _Release(self, key, hold.until), now_ms)
+        release = _Release(self, name, hold.until)
+        if record_throttle:
+            manager.throttle(principal, client_id, throttle_ms, release, now_ms)
+        else:
+            manager.throttle_queue.throttle(release, throttle_ms, now_ms)
 
-    def release(self, key: _Key, until: int) -> None:
-        """End the hold that was to end at ``until`` (a later hold of the same client stays)."""
-        hold = self._holds.get(key)
+    def release(self, name: str, until: int) -> None:
+        """End the hold that was to end at ``until`` (a later hold of the same sensor stays)."""
+        hold = self._holds.get(name)
         if hold is not None and hold.until == until:
-            self._end(key)
+            self._end(name)
 
     def release_all(self) -> None:
         """End every hold now (shutdown: waiting requests are handled within the grace period)."""
-        for key in list(self._holds):
-            self._end(key)
+        for name in list(self._holds):
+            self._end(name)
 
-    def _end(self, key: _Key) -> None:
-        self._holds.pop(key).ended.set()
+    def _longest(self, principal: str, client_id: str, now_ms: int) -> tuple[int, _Hold | None]:
+        """The longest hold on a sensor this client records into, and its time left ((0, None): none);
+        holds found past their deadline end here."""
+        if not self._holds:  # the usual case: no sensor to name
+            return 0, None
+        longest: tuple[int, _Hold | None] = (0, None)
+        for name in self.sensors(principal, client_id):
+            hold = self._holds.get(name)
+            if hold is None:
+                continue
+            if hold.until <= now_ms:
+                self._end(name)
+            elif hold.until - now_ms > longest[0]:
+                longest = (hold.until - now_ms, hold)
+        return longest
+
+    def _end(self, name: str) -> None:
+        self._holds.pop(name).ended.set()
 
 
 class _Release:
     """The throttle callback of one hold: nothing to mute at the start, the release at the end."""
 
-    __slots__ = ("holds", "key", "until")
+    __slots__ = ("holds", "name", "until")
 
-    def __init__(self, holds: ClientHolds, key: _Key, until: int) -> None:
+    def __init__(self, holds: ClientHolds, name: str, until: int) -> None:
         self.holds = holds
-        self.key = key
+        self.name = name
         self.until = until
 
     def start_throttling(self) -> None:
         return None
 
     def end_throttling(self) -> None:
-        self.holds.release(self.key, self.until)
+        self.holds.release(self.name, self.until)

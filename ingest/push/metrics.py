@@ -25,9 +25,13 @@ the engines:
 - the bookkeeping bounds (``limits``): the answers by quota entity kept between quota snapshots are
   counted for at most ``limits.max_entity_counters`` entities; the answers of any further entity
   are counted under the one entity ``OVERFLOW_TAGS`` (``overflow="true"``) and in
-  ``telemetry_sink_entity_counters_overflowed_total``. The clients held for a quota throttle
-  (``holds``, at most ``limits.max_held_clients``): ``telemetry_sink_held_clients`` and
-  ``telemetry_sink_holds_refused_total`` (throttled clients not held because that many were). The
+  ``telemetry_sink_entity_counters_overflowed_total``. The quota sensors held for a throttle
+  (``holds``, at most ``limits.max_held_clients``; every client whose quota resolves to a held sensor
+  is held): ``telemetry_sink_held_clients`` and ``telemetry_sink_holds_refused_total`` (throttles not
+  held because that many sensors were). The OTLP instance owners (``instance_owners``):
+  ``telemetry_sink_otlp_instance_owners`` (ids bound to a principal) and
+  ``telemetry_sink_otlp_instances_unbound_total`` (ids let through unbound: the table was full of
+  bindings in use). The
   quota engine keeps sensors for at most ``limits.max_quota_entities`` entities per quota type:
   ``telemetry_sink_quota_entities`` and ``telemetry_sink_quota_entities_evicted_total`` by
   ``quota_type`` (the least recently recorded entity's sensors removed to make room);
@@ -57,6 +61,7 @@ from ingest.errors import error_name
 from ingest.limits import DEFAULT_LIMITS
 from ingest.push.admission import Admission
 from ingest.push.holds import ClientHolds
+from ingest.security.instance_owners import InstanceOwners
 from quotas import QuotaManagers
 from subscriptions import ClientContext, ClientMetricsManager, Errors
 
@@ -183,8 +188,8 @@ class RequestMetrics(Collector):
     """Request counts by transport, RPC and error code; latency by transport and RPC; admission.
     Also answers by quota entity, RPC and code since the last ``drain_entity_counts`` (for
     ``quota_samples``: ``group`` ``Requests``, ``metric`` ``<rpc>/<code>``, the entity's tags, the
-    count), for at most ``max_entities`` entities, the rest under ``OVERFLOW_TAGS``; and the clients
-    ``holds`` holds, if given."""
+    count), for at most ``max_entities`` entities, the rest under ``OVERFLOW_TAGS``; and the sensors
+    ``holds`` holds and the ids ``instance_owners`` binds, if given."""
 
     def __init__(
         self,
@@ -193,11 +198,13 @@ class RequestMetrics(Collector):
         *,
         max_entities: int = DEFAULT_LIMITS.max_entity_counters,
         holds: ClientHolds | None = None,
+        instance_owners: InstanceOwners | None = None,
     ) -> None:
         self.admission = admission
         self.entity_tags = entity_tags
         self.max_entities = max_entities
         self.holds = holds
+        self.instance_owners = instance_owners
         self._by_entity: dict[_Tags, dict[str, int]] = {}
         self._overflowed = Counter(
             "telemetry_sink_entity_counters_overflowed",
@@ -299,12 +306,25 @@ class RequestMetrics(Collector):
         yield from self._repairs.collect()
         if self.holds is not None:
             yield GaugeMetricFamily(
-                "telemetry_sink_held_clients", "Clients held now for a quota throttle", len(self.holds)
+                "telemetry_sink_held_clients",
+                "Quota sensors held now for a throttle (every client resolving to one is held)",
+                len(self.holds),
             )
             yield CounterMetricFamily(
                 "telemetry_sink_holds_refused",
-                "Throttled clients not held: limits.max_held_clients clients were held",
+                "Throttles not held: limits.max_held_clients sensors were held",
                 self.holds.refused,
+            )
+        if self.instance_owners is not None:
+            yield GaugeMetricFamily(
+                "telemetry_sink_otlp_instance_owners",
+                "OTLP client instance ids bound to the principal that first used them",
+                len(self.instance_owners),
+            )
+            yield CounterMetricFamily(
+                "telemetry_sink_otlp_instances_unbound",
+                "OTLP instance ids let through unbound: limits.max_instance_owners ids were in use",
+                self.instance_owners.unbound,
             )
 
 

@@ -10,10 +10,11 @@ transports establish with ``authenticator`` (``ingest.security``) before calling
 (``producer_byte_rate``), the subscription core's gates (TEL-16), payload decompression and
 validation (``codec``), the exporter (acknowledged only when durable), then the request-time quota.
 The response carries the largest throttle time of the gates and quotas (QUO-9, PD-7); a quota
-throttle (byte rate or request time, not the gates' advice) also holds the client until it ends. A
-transport with connections Kafka's way (the Kafka wire listener) passes its connection as ``channel``
-instead: the quota manager mutes that connection for the throttle (QUO-14: start/end callbacks) and no
-hold is taken or waited for.
+throttle (byte rate or request time, not the gates' advice) also holds, until it ends, every client
+that records into the violated quota sensor (``holds``: under a user quota, all the user's client ids).
+A transport with connections Kafka's way (the Kafka wire listener) passes its connection as
+``channel`` instead: the quota manager mutes that connection for the throttle (QUO-14: start/end
+callbacks) and no hold is taken or waited for.
 
 Decompression, the structural scan, parsing and (OTLP) point filtering (``decoding``) run on the event
 loop only for payloads of at most ``decoding.INLINE_DECODE_BYTES`` once decompressed; bigger ones, and
@@ -25,6 +26,7 @@ What a failure is answered with follows how clients react (PD-12):
 |---|---|
 | payload over the decompressed cap | TELEMETRY_TOO_LARGE (retried next interval) |
 | payload over a structural limit (``limits``, counted before parsing: ``otlp_scan``) | TELEMETRY_TOO_LARGE |
+| an OTLP export of more clients than ``limits.max_clients_per_export`` | TELEMETRY_TOO_LARGE |
 | corrupt compressed data, not OTLP, JSON nested too deep | INVALID_RECORD (the client is broken) |
 | client text no row can hold (``PushContext`` refuses it) | INVALID_REQUEST |
 | exporter RETRYABLE or an exception in it, no decoder process | THROTTLING_QUOTA_EXCEEDED (next push) |
@@ -36,8 +38,8 @@ otherwise the byte-rate quota records the body, the codec decodes it, the client
 (``identity.otlp_instance_id``) and must not belong to another principal (``instance_owners``;
 else CLUSTER_AUTHORIZATION_FAILED: PERMISSION_DENIED / 403), points that break the OTLP data model
 are dropped (``otlp_points``: the rest land and the answer's ``partial_success`` counts them) and
-the exporter lands it; a positive quota throttle then holds the client. Its ``OtlpOutcome`` carries
-a Kafka error code that ``errors.OTLP_ANSWERS`` turns into the transport's status: an exporter
+the exporter lands it; a positive quota throttle then holds the violated sensor. Its ``OtlpOutcome``
+carries a Kafka error code that ``errors.OTLP_ANSWERS`` turns into the transport's status: an exporter
 RETRYABLE or an overload is UNKNOWN_SERVER_ERROR (UNAVAILABLE / 503, retried after
 ``EXPORTER_RETRY_MS`` or ``server.overload_retry_after_ms``).
 
@@ -103,6 +105,16 @@ log = logging.getLogger(__name__)
 EXPORTER_RETRY_MS: Final = 1000
 """How long an OTLP client is asked to wait when the exporter could not land its push."""
 _ZERO_UUID: Final = uuid.UUID(int=0)
+FAN_OUT_SLICE: Final = 64
+"""The clients of one OTLP export resolved, or handed to the exporter, between two yields to the event
+loop: an export of ``limits.max_clients_per_export`` clients never holds the loop for more than a slice
+(T3-7: 100,000 clients in one request used to hold it 5.7 s)."""
+
+
+async def _yield_to_loop() -> None:
+    """Let the loop run what is ready (other requests, probes); not this request's handler time."""
+    with waiting():
+        await asyncio.sleep(0)
 
 
 class OtlpOutcome(NamedTuple):
@@ -172,13 +184,18 @@ class TelemetryPipeline:
         """Where payloads are decoded: on the loop if small, else in worker processes (``decoding``)."""
         self._clock_ns = clock_ns
         """What handler time is read with (``handler_time``): a monotonic clock; a test steps it."""
-        self.holds = ClientHolds(limits.max_held_clients)
-        self.instance_owners = InstanceOwners(manager, manager.config.cache_max_size)
+        self.holds = ClientHolds((quotas.produce, quotas.request), limits.max_held_clients)
+        """Throttles held by quota sensor (QUO-14 without a connection): every request records into
+        its produce and request-time sensors, and is held while either is."""
+        self.instance_owners = InstanceOwners(
+            manager, manager.config.cache_max_size, limits.max_instance_owners
+        )
         self.request_metrics = RequestMetrics(
             self.admission,
             lambda c: self.quotas.produce.metric_tags(c.principal, c.client_id or ""),
             max_entities=limits.max_entity_counters,
             holds=self.holds,
+            instance_owners=self.instance_owners,
         )
 
     async def close(self) -> None:
@@ -246,17 +263,21 @@ class TelemetryPipeline:
         now: int,
         channel: ThrottleCallback | None = None,
     ) -> None:
-        """Hold the client (or mute its ``channel``) for its quota throttle, recorded by the manager
-        with the larger one (ties go to the request-time manager, QUO-9)."""
+        """Mute the client's ``channel`` for its quota throttle, or without one hold each violated
+        sensor (and so every client recording into it) for its own throttle; the throttle time is
+        recorded by the manager with the larger one (ties go to the request-time manager, QUO-9)."""
         principal, client_id = client.principal, client.client_id or ""
-        if byte_throttle > request_throttle:
-            manager, throttle_ms = self.quotas.produce, byte_throttle
-        else:
-            manager, throttle_ms = self.quotas.request, request_throttle
+        by_bytes = byte_throttle > request_throttle
         if channel is None:
-            self.holds.hold(manager, principal, client_id, throttle_ms, now)
+            produce, request = self.quotas.produce, self.quotas.request
+            self.holds.hold(produce, principal, client_id, byte_throttle, now, record_throttle=by_bytes)
+            self.holds.hold(
+                request, principal, client_id, request_throttle, now, record_throttle=not by_bytes
+            )
+        elif by_bytes:
+            self.quotas.produce.throttle(principal, client_id, byte_throttle, channel, now)
         else:
-            manager.throttle(principal, client_id, throttle_ms, channel, now)
+            self.quotas.request.throttle(principal, client_id, request_throttle, channel, now)
 
     async def _land(self, accepted: AcceptedPush, now: int) -> PushTelemetryResponse:
         """Decompress, validate and export an accepted push; its answer per PD-12."""
@@ -329,7 +350,9 @@ class TelemetryPipeline:
         *,
         as_json: bool,
     ) -> OtlpOutcome:
-        limits, cap = self.limits, self.max_decompressed_bytes
+        trusted = client.principal in self.authenticator.trusted_forwarders
+        limits = self.limits.for_trusted_forwarder() if trusted else self.limits  # clients per export
+        cap = self.max_decompressed_bytes
         try:
             if as_json:  # never on the loop: converting JSON costs ~20 us a value
                 decoded = await self.decoders.in_worker(
@@ -350,10 +373,12 @@ class TelemetryPipeline:
             self.request_metrics.count_repair(repair)
         if rejected and not has_metrics:
             return OtlpOutcome(Errors.NONE, 0, rejected.message, rejected.points)  # nothing valid to land
-        rows, refused = self._forwarded_rows(groups, client, instance_header, now, compression_type)
+        rows, refused = await self._forwarded_rows(
+            groups, client, instance_header, now, compression_type, trusted=trusted
+        )
         if not rows:
             return refused[0][0]
-        results = await asyncio.gather(*(self._export(push) for push, _ in rows))
+        results = await self._export_all([push for push, _ in rows])
         if ExportResult.RETRYABLE in results:
             return OtlpOutcome(
                 Errors.UNKNOWN_SERVER_ERROR, EXPORTER_RETRY_MS, "the sink could not store the push"
@@ -374,20 +399,25 @@ class TelemetryPipeline:
             )
         return OtlpOutcome(Errors.NONE, 0, "; ".join(messages), rejected.points + sum(n for _, n in refused))
 
-    def _forwarded_rows(
+    async def _forwarded_rows(
         self,
         groups: Sequence[ClientGroup],
         sender: ClientContext,
         instance_header: str | None,
         now: int,
         compression_type: int,
+        *,
+        trusted: bool,
     ) -> tuple[list[tuple[TelemetryPush, int]], list[tuple[OtlpOutcome, int]]]:
         """One push to land per client instance the export carries (``ingest.security.attribution``), each
-        with its data points, and the refusals of the clients that cannot land, each with its data points."""
-        trusted = sender.principal in self.authenticator.trusted_forwarders
+        with its data points, and the refusals of the clients that cannot land, each with its data points.
+        The decoder counted the clients (at most ``limits.max_clients_per_export``, a ``trusted``
+        forwarder's more); they are resolved ``FAN_OUT_SLICE`` at a time, yielding to the loop between."""
         by_instance: dict[uuid.UUID, tuple[PushContext, list[bytes], int]] = {}
         refused: list[tuple[OtlpOutcome, int]] = []
-        for labels, payload, points in groups:
+        for index, (labels, payload, points) in enumerate(groups):
+            if index and not index % FAN_OUT_SLICE:
+                await _yield_to_loop()
             try:
                 client, ignored = forwarded_client(
                     sender, labels, trusted_forwarder=trusted, limits=self.limits
@@ -399,7 +429,7 @@ class TelemetryPipeline:
                 continue
             if ignored:
                 self.request_metrics.count_ignored_principal()
-            if not self.instance_owners.claim(instance_id, client.principal):
+            if not self.instance_owners.claim(instance_id, client.principal, now):
                 denied = InstanceOwnershipError(instance_id)
                 refused.append((OtlpOutcome(denied.error, 0, str(denied)), points))
                 continue
@@ -413,6 +443,24 @@ class TelemetryPipeline:
             for context, payloads, points in by_instance.values()
         ]
         return rows, refused
+
+    async def _export_all(self, pushes: Sequence[TelemetryPush]) -> list[ExportResult]:
+        """Each push exported, concurrently (they share group commits), their exports started
+        ``FAN_OUT_SLICE`` at a time with a yield to the loop between; the results in order."""
+        if len(pushes) == 1:
+            return [await self._export(pushes[0])]
+        started: list[asyncio.Task[ExportResult]] = []
+        try:
+            for start in range(0, len(pushes), FAN_OUT_SLICE):
+                if start:
+                    await _yield_to_loop()  # the slice before takes its first step meanwhile
+                batch = pushes[start : start + FAN_OUT_SLICE]
+                started += [asyncio.ensure_future(self._export(push)) for push in batch]
+        except BaseException:  # cancelled while starting them: none is left running unawaited
+            for task in started:
+                task.cancel()
+            raise
+        return list(await asyncio.gather(*started))
 
     async def _export(self, push: TelemetryPush) -> ExportResult:
         try:

@@ -26,17 +26,36 @@ receiver) are read only for a ``ResourceMetrics`` whose resource names no client
 are then grouped by their own labels, and a ``ResourceMetrics`` whose points belong to several
 clients is split into one per client (same resource, scopes and metric descriptions). String and
 integer values are read; text is kept as sent (the pipeline checks it as client text).
+
+The clients are counted here, as the export is split (T3-7): one export may carry at most
+``max_clients`` of them (distinct ``Labels`` once merged; each gives the pipeline at most one client
+instance and one row). The decoder passes ``limits.max_clients_per_export``, which for a trusted
+forwarder's export is ``limits.max_clients_per_forwarder_export`` (``RequestLimits.for_trusted_forwarder``).
+``TooManyClientsError`` is raised at the first client over the limit, before the resource naming it is
+split, so refusing an export of 100,000 point-labelled clients costs reading the labels of its points
+up to that one; the decoder answers it as the structural limit it is
+(``otlp_scan.StructureLimitError``: 413 / RESOURCE_EXHAUSTED).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric, MetricsData, ResourceMetrics, ScopeMetrics
 
-__all__ = ["NO_LABELS", "ClientGroup", "Labels", "labels_of", "point_count", "split_by_client"]
+from ingest.limits import DEFAULT_LIMITS
+
+__all__ = [
+    "NO_LABELS",
+    "ClientGroup",
+    "Labels",
+    "TooManyClientsError",
+    "labels_of",
+    "point_count",
+    "split_by_client",
+]
 
 
 class Labels(NamedTuple):
@@ -84,6 +103,18 @@ POINT_NAMES: Final[tuple[tuple[str, ...], ...]] = (
 """Per ``Labels`` field, the data-point attribute names read."""
 _POINT_KEYS: Final = frozenset(name for names in POINT_NAMES for name in names)
 _KINDS: Final = ("gauge", "sum", "histogram", "exponential_histogram", "summary")
+
+
+class TooManyClientsError(Exception):
+    """An export carries more than ``max_clients`` clients; ``seen`` were counted when it stopped."""
+
+    def __init__(self, max_clients: int, seen: int) -> None:
+        super().__init__(max_clients, seen)  # the arguments, so that it pickles (decoder processes)
+        self.max_clients = max_clients
+        self.seen = seen
+
+    def __str__(self) -> str:
+        return f"more than {self.max_clients} clients in one export"
 
 
 class ClientGroup(NamedTuple):
@@ -134,23 +165,41 @@ def _empty_like(metric: Metric, kind: str) -> Metric:
     return copy
 
 
-def _by_point_labels(resource_metrics: ResourceMetrics) -> list[tuple[Labels, ResourceMetrics]]:
-    """``resource_metrics`` split by its points' labels (itself when they all have the same)."""
-    found: dict[Labels, None] = {}
+def _points(resource_metrics: ResourceMetrics) -> Iterator[Any]:
     for scope in resource_metrics.scope_metrics:
         for metric in scope.metrics:
             kind = metric.WhichOneof("data")
             if kind is not None:
-                for point in getattr(metric, kind).data_points:
-                    found.setdefault(_point_labels(point))
-                    if len(found) > 1:
-                        return _split(resource_metrics)
-    return [(next(iter(found), NO_LABELS), resource_metrics)]
+                yield from getattr(metric, kind).data_points
 
 
-def _split(resource_metrics: ResourceMetrics) -> list[tuple[Labels, ResourceMetrics]]:
-    """One ``ResourceMetrics`` per distinct point labels, each point moved once (a metric with no
-    points carries no telemetry and is left out)."""
+def _by_point_labels(
+    resource_metrics: ResourceMetrics, resource: Labels, known: Container[Labels], room: int, max_clients: int
+) -> list[tuple[Labels, ResourceMetrics]]:
+    """``resource_metrics`` (whose resource says ``resource``) split by the clients its points name
+    (itself when they all name the same); ``TooManyClientsError`` as soon as it names more than
+    ``room`` clients not ``known`` already."""
+    clients: dict[Labels, Labels] = {}  # point labels -> the client they name, with the resource's
+    new: set[Labels] = set()
+    for point in _points(resource_metrics):
+        labels = _point_labels(point)
+        if labels not in clients:
+            client = clients[labels] = _merged(resource, labels)
+            if client not in known and client not in new:
+                new.add(client)
+                if len(new) > room:
+                    raise TooManyClientsError(max_clients, max_clients - room + len(new))
+    named = set(clients.values())
+    if len(named) <= 1:
+        return [(next(iter(named), resource), resource_metrics)]
+    return _split(resource_metrics, clients)
+
+
+def _split(
+    resource_metrics: ResourceMetrics, clients: Mapping[Labels, Labels]
+) -> list[tuple[Labels, ResourceMetrics]]:
+    """One ``ResourceMetrics`` per client its points name (``clients``: by their point labels), each
+    point moved once (a metric with no points carries no telemetry and is left out)."""
     parts: dict[Labels, ResourceMetrics] = {}
     scopes: dict[tuple[Labels, int], ScopeMetrics] = {}
 
@@ -173,7 +222,7 @@ def _split(resource_metrics: ResourceMetrics) -> list[tuple[Labels, ResourceMetr
                 continue
             by_labels: dict[Labels, list[Any]] = {}
             for point in getattr(metric, kind).data_points:
-                by_labels.setdefault(_point_labels(point), []).append(point)
+                by_labels.setdefault(clients[_point_labels(point)], []).append(point)
             for labels, points in by_labels.items():
                 copy = scope_for(labels, index, scope).metrics.add()
                 copy.CopyFrom(_empty_like(metric, kind))
@@ -191,17 +240,24 @@ def point_count(resource_metrics: ResourceMetrics) -> int:
     )
 
 
-def split_by_client(data: MetricsData, payload: bytes) -> list[ClientGroup]:
+def split_by_client(
+    data: MetricsData, payload: bytes, max_clients: int = DEFAULT_LIMITS.max_clients_per_export
+) -> list[ClientGroup]:
     """``data`` (whose serialized form is ``payload``) as one ``ClientGroup`` per client, in the
-    order clients first appear; a single client keeps ``payload`` as it is."""
+    order clients first appear; a single client keeps ``payload`` as it is. ``TooManyClientsError``
+    once it names more than ``max_clients`` clients."""
     groups: dict[Labels, list[ResourceMetrics]] = {}
     for resource_metrics in data.resource_metrics:
         resource = labels_of(resource_metrics.resource.attributes)
         if resource.client_instance_id is not None:
-            groups.setdefault(resource, []).append(resource_metrics)
-            continue
-        for point_labels, part in _by_point_labels(resource_metrics):
-            groups.setdefault(_merged(resource, point_labels), []).append(part)
+            parts = [(resource, resource_metrics)]
+        else:
+            room = max_clients - len(groups)
+            parts = _by_point_labels(resource_metrics, resource, groups, room, max_clients)
+        for labels, part in parts:
+            groups.setdefault(labels, []).append(part)
+        if len(groups) > max_clients:
+            raise TooManyClientsError(max_clients, len(groups))
     if len(groups) <= 1:
         labels = next(iter(groups), NO_LABELS)
         return [ClientGroup(labels, payload, sum(point_count(r) for r in data.resource_metrics))]

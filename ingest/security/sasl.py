@@ -6,14 +6,29 @@
   compares the password (in constant time); SCRAM keeps only what RFC 5802 stores, a salted, iterated
   credential (salt, StoredKey, ServerKey, 4,096 iterations as ``kafka-configs.sh`` writes by default),
   derived at start with a random salt per user and mechanism, so the exchange never sees a password.
+  The config log's SCRAM credentials (AlterUserScramCredentials) replace or delete the file's.
+- Revocation (T3-11): a user whose SCRAM credentials the config log has all deleted is refused by
+  PLAIN too (``SaslCredentials.revoked``). On a broker, PLAIN's users are a JAAS file that
+  AlterUserScramCredentials does not touch; the sink has one users file behind both mechanisms and no
+  other run-time way to lock a user out on every replica, so deleting every SCRAM credential of a
+  user does that. Deleting one mechanism's credential, or changing a SCRAM password, leaves PLAIN
+  with the users file's password.
 - ``create_sasl_server(mechanism, credentials)``: one exchange. ``evaluate(token)`` takes the client's
   next token and returns the server's (or None when the exchange is complete); ``complete`` says
   whether it is, ``username`` whom it authenticated. The principal is ``User:<username>``.
 - Failures raise ``SaslAuthenticationError`` with the message Kafka sends the client: PLAIN's own
-  (``Authentication failed: Invalid username or password``, ...), and for SCRAM always the same
-  message whatever went wrong (an unknown user, a wrong proof, a malformed message), so that the
-  answer does not tell which users exist, as Kafka words it: ``Authentication failed during
-  authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256``.
+  (``Authentication failed: Invalid username or password``, ...), and for SCRAM the same message
+  whatever went wrong (an unknown user, a wrong proof, a malformed message), as Kafka words it:
+  ``Authentication failed during authentication due to invalid credentials with SASL mechanism
+  SCRAM-SHA-256``.
+- Which SCRAM users exist is not hidden (T3-4): the message is the same, but not the step. A user
+  without a credential fails at the client's first message, while a known user gets the server's
+  first message (salt and iterations) and fails only at the proof. A Kafka broker does exactly this
+  (its ``ScramSaslServer`` fails when the credential callback finds no credential), and so does the
+  sink. RFC 5802 (section 9) suggests answering an unknown user with a made-up salt, but that salt
+  would have to be the same on every replica and across restarts (a secret every replica shares), or
+  it would tell the same thing. What slows probing down is Kafka's: the failed-authentication delay
+  (``kafka_listener.connection_failed_authentication_delay_ms``) and the connection quotas.
 
 A SCRAM message over ``MAX_SCRAM_MESSAGE_BYTES`` fails like any malformed one, unparsed. Kafka's SCRAM
 extension for delegation tokens (``tokenauth=true``) is not supported: a client-first
@@ -129,11 +144,16 @@ class SaslCredentials:
         return frozenset(self._passwords)
 
     def plain_matches(self, username: str, password: bytes) -> bool:
+        """Whether ``password`` is the users file's for a user not ``revoked``."""
         expected = self._passwords.get(username)
         # compared in constant time, and against something even for an unknown user
-        return hmac.compare_digest(expected if expected is not None else b"\0" * 16, password) and (
-            expected is not None
-        )
+        matches = hmac.compare_digest(expected if expected is not None else b"\0" * 16, password)
+        return matches and expected is not None and not self.revoked(username)
+
+    def revoked(self, username: str) -> bool:
+        """Whether the user has no SCRAM credential left for any mechanism: a user of the users file has
+        one for each until the config log deletes them all, which revokes PLAIN too (T3-11)."""
+        return all(self.scram(mechanism, username) is None for mechanism in SCRAM_MECHANISMS)
 
     def scram(self, mechanism: str, username: str) -> ScramCredential | None:
         if (mechanism, username) in self._logged:

@@ -29,26 +29,30 @@ pytestmark = pytest.mark.helm
 CHART = REPO / "helm" / "telemetry-sink"
 KUBERNETES = ("1.25", "1.37")
 """The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest with schemas."""
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = (
+            _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
 RWX = {"storage": {"pvc": {"accessModes": ["ReadWriteMany"]}}}
 SQL = {"sqlServer": {"enabled": True, "auth": {"existingSecret": "sql-passwords"}}}
+LDAP_EGRESS = {"to": [{"ipBlock": {"cidr": "10.0.5.10/32"}}], "ports": [{"port": 636, "protocol": "TCP"}]}
+STORE_EGRESS = {"to": [{"ipBlock": {"cidr": "52.218.0.0/17"}}], "ports": [{"port": 443, "protocol": "TCP"}]}
 SQL_LDAP = {
     "sqlServer": {
         "enabled": True,
         "auth": {"ldap": {"url": "ldaps://ldap.example.org:636", "baseDN": "ou=people,dc=example,dc=org"}},
+        "networkPolicy": {"egress": {"rules": [LDAP_EGRESS]}},
     },
     "networkPolicy": {"enabled": True},
 }
-SQL_EVERYTHING = {
-    "sqlServer": {
-        "enabled": True,
-        "auth": {"existingSecret": "sql-passwords", "passwordFileKey": "users"},
-        "tls": {"existingSecret": "sql-tls"},
-        "connect": {"enabled": True, "tokenSecret": "sql-connect", "tokenKey": "connect-token"},
-        "transport": "http",
-        "sparkConf": {"spark.driver.memory": "3g"},
-        "networkPolicy": {"allowedFrom": [{"podSelector": {"matchLabels": {"app": "superset"}}}]},
-    },
-    "networkPolicy": {"enabled": True},
+OBJECT_STORE = {
     "storage": {
         "type": "objectStore",
         "objectStore": {
@@ -58,6 +62,39 @@ SQL_EVERYTHING = {
         },
     },
 }
+SQL_EVERYTHING = {
+    "sqlServer": {
+        "enabled": True,
+        "auth": {"existingSecret": "sql-passwords", "passwordFileKey": "users"},
+        "tls": {"existingSecret": "sql-tls"},
+        "connect": {"enabled": True, "tokenSecret": "sql-connect", "tokenKey": "connect-token"},
+        "transport": "http",
+        "sparkConf": {"spark.driver.memory": "3g"},
+        "networkPolicy": {
+            "allowedFrom": [{"podSelector": {"matchLabels": {"app": "superset"}}}],
+            "egress": {"rules": [STORE_EGRESS]},
+        },
+        "objectStore": {"existingSecret": "sink-s3-read-only"},
+    },
+    "networkPolicy": {"enabled": True},
+    **OBJECT_STORE,
+}
+SQL_SHARING = _merge(
+    OBJECT_STORE, _merge(SQL, {"sqlServer": {"objectStore": {"shareWriterCredentials": True}}})
+)
+SQL_IDENTITY = _merge(
+    OBJECT_STORE,
+    _merge(
+        SQL,
+        {
+            "sqlServer": {
+                "serviceAccountName": "sql-reader",
+                "networkPolicy": {"egress": {"restricted": False}},
+            },
+            "networkPolicy": {"enabled": True},
+        },
+    ),
+)
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "tls": {
@@ -109,16 +146,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "sql server": SQL,
     "sql server with everything": SQL_EVERYTHING,
     "sql server with ldap": SQL_LDAP,
+    "sql server sharing the writers' credentials": SQL_SHARING,
+    "sql server with a workload identity": SQL_IDENTITY,
+    "sql server on a shared volume": _merge(
+        SQL, {**RWX, "replicaCount": 2, "networkPolicy": {"enabled": True}}
+    ),
 }
-
-
-def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = (
-            _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-        )
-    return out
 
 
 def render(values: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -832,12 +865,11 @@ def test_the_sql_server_reads_the_tables_where_the_rollup_does_with_its_own_spar
             assert (name in server["args"]) == (name in job["args"])
             if name in job["args"]:
                 assert flag(server["args"], name) == flag(job["args"], name)
-        assert server.get("envFrom") == job.get("envFrom")
         assert {m["mountPath"] for m in server["volumeMounts"]} >= {
             m["mountPath"] for m in job["volumeMounts"]
         }
     [server] = sql_server_pod(SQL_EVERYTHING)["containers"]
-    assert server["envFrom"] == [{"secretRef": {"name": "sink-s3"}}]
+    assert server["envFrom"] == [{"secretRef": {"name": "sink-s3-read-only"}}]  # its own (T3-3)
     assert flag(server["args"], "--master") == "local[2]"
     assert flag(server["args"], "--conf") == "spark.driver.memory=3g"
     assert server["resources"] == {"requests": {"cpu": "2", "memory": "6Gi"}, "limits": {"memory": "6Gi"}}
@@ -929,7 +961,7 @@ def test_the_sql_service_exposes_jdbc_only_and_the_front_end_objects_do_not_sele
 def test_the_sql_servers_network_policy_lets_in_only_its_client_ports_from_the_allowed_peers() -> None:
     policy = one(SQL_EVERYTHING, "NetworkPolicy", "ts-telemetry-sink-sql")["spec"]
     assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "sql-server"
-    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
     [rule] = policy["ingress"]
     assert [p["port"] for p in rule["ports"]] == ["jdbc", "spark-connect"]
     assert rule["from"] == [{"podSelector": {"matchLabels": {"app": "superset"}}}]
@@ -957,3 +989,270 @@ def test_the_notes_say_how_to_reach_the_sql_server_when_it_is_enabled() -> None:
     ldap = notes(SQL_LDAP)
     assert "LDAP binds to ldaps://ldap.example.org:636 as uid=<user>,ou=people,dc=example,dc=org" in ldap
     assert "password file" not in ldap
+
+
+# -- T3-3, T3-10: the SQL server's access to the lake is read-only below the application ------------
+
+
+def _pods(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every pod spec the chart renders, by its workload's name."""
+    pods = {}
+    for manifest in manifests(values):
+        spec = manifest.get("spec", {})
+        pod = (
+            spec.get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec")
+            or spec.get("template", {}).get("spec")
+            or (spec if manifest["kind"] == "Pod" else None)
+        )
+        if pod is not None:
+            pods[manifest["metadata"]["name"]] = pod
+    return pods
+
+
+def _data(pod: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod's data volume and its one container's mount of it."""
+    [volume] = [v for v in pod["volumes"] if v["name"] == "data"]
+    [container] = pod["containers"]
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == "data"]
+    return volume, mount
+
+
+@pytest.mark.parametrize("variant", ["sql server", "sql server with ldap", "sql server on a shared volume"])
+def test_T3_3_the_sql_server_mounts_the_data_volume_read_only_and_only_the_writers_mount_it_read_write(
+    variant: str,
+) -> None:
+    values = VARIANTS[variant]
+    pods = _pods(values)
+    volume, mount = _data(pods["ts-telemetry-sink-sql"])
+    # the container's mount and the claim both read-only: the kubelet mounts it so whatever the container asks
+    assert mount == {"name": "data", "mountPath": "/var/lib/telemetry-sink/data", "readOnly": True}
+    assert volume["persistentVolumeClaim"] == {"claimName": "ts-telemetry-sink-data", "readOnly": True}
+    [server] = pods["ts-telemetry-sink-sql"]["containers"]
+    assert flag(server["args"], "--data-root") == "/var/lib/telemetry-sink/data"
+    assert server["securityContext"]["readOnlyRootFilesystem"] is True
+    writable = {m["mountPath"] for m in server["volumeMounts"] if not m.get("readOnly")}
+    assert writable == {"/tmp"}  # Spark's scratch space: an emptyDir of its own, not the lake
+    # the writers (the front end lands, the rollup and maintenance commit) mount the same claim read-write
+    for name in ("ts-telemetry-sink", "ts-telemetry-sink-rollup", "ts-telemetry-sink-maintain"):
+        volume, mount = _data(pods[name])
+        assert volume["persistentVolumeClaim"] == {"claimName": "ts-telemetry-sink-data"}, name
+        assert mount == {"name": "data", "mountPath": "/var/lib/telemetry-sink/data"}, name
+
+
+def _secrets_named(node: object) -> set[str]:
+    """Every Secret a pod spec names, anywhere in it (envFrom, env, volumes)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "secretName":
+                found.add(value)
+            elif key in {"secretRef", "secretKeyRef"}:
+                found.add(value["name"])
+            else:
+                found |= _secrets_named(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _secrets_named(item)
+    return found
+
+
+def test_T3_3_with_an_object_store_the_sql_server_reads_with_its_own_credentials_never_the_writers() -> None:
+    pods = _pods(SQL_EVERYTHING)
+    sql = pods.pop("ts-telemetry-sink-sql")
+    [server] = sql["containers"]
+    assert server["envFrom"] == [{"secretRef": {"name": "sink-s3-read-only"}}]
+    assert "sink-s3" not in _secrets_named(sql)  # the writers' Secret appears nowhere in its pod
+    assert not [v for v in sql["volumes"] if v["name"] == "data"]
+    assert flag(server["args"], "--data-root") == "s3://telemetry/sink"
+    assert flag(server["args"], "--storage-option") == "AWS_REGION=eu-west-1"  # non-secret options only
+    # every writer still gets the writers' credentials, and none gets the SQL server's
+    for name in ("ts-telemetry-sink", "ts-telemetry-sink-rollup", "ts-telemetry-sink-maintain"):
+        [container] = pods[name]["containers"]
+        assert container["envFrom"] == [{"secretRef": {"name": "sink-s3"}}], name
+        assert "sink-s3-read-only" not in _secrets_named(pods[name]), name
+
+
+def test_T3_3_a_workload_identity_gives_the_sql_server_a_service_account_of_its_own_and_no_secret() -> None:
+    pods = _pods(SQL_IDENTITY)
+    sql = pods["ts-telemetry-sink-sql"]
+    assert sql["serviceAccountName"] == "sql-reader"
+    assert sql["automountServiceAccountToken"] is False
+    [server] = sql["containers"]
+    assert "envFrom" not in server
+    assert _secrets_named(sql) == {"sql-passwords"}
+    assert pods["ts-telemetry-sink"]["serviceAccountName"] == "ts-telemetry-sink"
+    # without one, the chart's ServiceAccount
+    assert sql_server_pod(SQL)["serviceAccountName"] == "ts-telemetry-sink"
+
+
+def _notes(values: Mapping[str, Any]) -> str:
+    with helm.Chart.load(str(CHART)) as chart:
+        rendered = chart.render(dict(values), name="ts", namespace="telemetry")
+    [text] = [text for path, text in rendered.items() if path.endswith("NOTES.txt")]
+    return str(text)
+
+
+def test_T3_3_sharing_the_writers_credentials_is_explicit_and_the_notes_warn() -> None:
+    [server] = sql_server_pod(SQL_SHARING)["containers"]
+    assert server["envFrom"] == [{"secretRef": {"name": "sink-s3"}}]
+    warned = _notes(SQL_SHARING)
+    assert "WARNING: sqlServer.objectStore.shareWriterCredentials is true" in warned
+    assert "(Secret sink-s3)" in warned
+    for values in (SQL, SQL_EVERYTHING, SQL_IDENTITY):
+        assert "WARNING: sqlServer.objectStore" not in _notes(values)
+    assert "It reads the lake from the volume, mounted read-only." in _notes(SQL)
+    assert "with its own credentials, Secret sink-s3-read-only: keep them read-only" in _notes(SQL_EVERYTHING)
+    assert "as ServiceAccount sql-reader: keep its role read-only" in _notes(SQL_IDENTITY)
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        # an object store and nothing of its own: refused, not the writers' credentials by default
+        (
+            _merge(OBJECT_STORE, SQL),
+            "sqlServer.enabled with storage.type objectStore: give the SQL server read-only credentials of "
+            "its own, sqlServer.objectStore.existingSecret",
+        ),
+        (
+            _merge(OBJECT_STORE, _merge(SQL, {"storage": {"objectStore": {"existingSecret": ""}}})),
+            "or sqlServer.serviceAccountName (a ServiceAccount a workload identity binds to a read-only",
+        ),
+        (
+            _merge(SQL_SHARING, {"sqlServer": {"objectStore": {"existingSecret": "sink-s3-read-only"}}}),
+            "sqlServer.objectStore: set existingSecret (the SQL server's own, read-only credentials) or "
+            "shareWriterCredentials (the writers' read-write ones), not both",
+        ),
+        # credentials in the storage options would reach the SQL server as --storage-option
+        (
+            _merge(
+                SQL_EVERYTHING,
+                {"storage": {"objectStore": {"storageOptions": {"AWS_SECRET_ACCESS_KEY": "x"}}}},
+            ),
+            "storage.objectStore.storageOptions.AWS_SECRET_ACCESS_KEY looks like a credential",
+        ),
+        (
+            _merge(SQL_EVERYTHING, {"storage": {"objectStore": {"storageOptions": {"aws_token": "x"}}}}),
+            "storage.objectStore.storageOptions.aws_token looks like a credential",
+        ),
+        (
+            _merge(
+                SQL_EVERYTHING,
+                {"storage": {"objectStore": {"storageOptions": {"AZURE_STORAGE_ACCOUNT_KEY": "x"}}}},
+            ),
+            "storage.objectStore.storageOptions.AZURE_STORAGE_ACCOUNT_KEY looks like a credential",
+        ),
+        # a restricted egress with nowhere to read from: refused rather than a server that cannot start
+        (
+            _merge(SQL_EVERYTHING, {"sqlServer": {"networkPolicy": {"egress": {"rules": []}}}}),
+            "the SQL server's egress is restricted (networkPolicy.enabled) and it reads an object store",
+        ),
+        (
+            _merge(SQL_LDAP, {"sqlServer": {"networkPolicy": {"egress": {"rules": []}}}}),
+            "the SQL server's egress is restricted (networkPolicy.enabled) and it checks passwords against "
+            "an LDAP server",
+        ),
+    ],
+)
+def test_T3_3_T3_10_the_sql_servers_access_is_refused_when_it_is_not_what_it_says(
+    values: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(helm.HelmRenderError) as refused:
+        render(values)
+    assert error in str(refused.value)
+
+
+def test_T3_3_storage_options_that_are_not_credentials_pass_and_sharing_writers_may_keep_theirs() -> None:
+    options = {
+        "AWS_REGION": "eu-west-1",
+        "AWS_ENDPOINT_URL": "https://minio.example:9000",
+        "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/secrets/token",
+        "AZURE_STORAGE_ACCOUNT_NAME": "telemetry",
+        "aws_conditional_put": "etag",
+    }
+    [server] = sql_server_pod(
+        _merge(SQL_EVERYTHING, {"storage": {"objectStore": {"storageOptions": options}}})
+    )["containers"]
+    passed = [server["args"][i + 1] for i, a in enumerate(server["args"]) if a == "--storage-option"]
+    assert passed == [f"{k}={v}" for k, v in sorted(options.items())]
+    # without a SQL server nothing changes for the writers
+    render(
+        _merge(OBJECT_STORE, {"storage": {"objectStore": {"storageOptions": {"AWS_SECRET_ACCESS_KEY": "x"}}}})
+    )
+    render(
+        _merge(SQL_SHARING, {"storage": {"objectStore": {"storageOptions": {"AWS_SECRET_ACCESS_KEY": "x"}}}})
+    )
+
+
+DNS = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+DNS_PORTS = [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
+
+
+@pytest.mark.parametrize("kubernetes", KUBERNETES)
+def test_T3_10_the_sql_servers_egress_reaches_dns_and_the_store_only(kubernetes: str) -> None:
+    policy = one(SQL_EVERYTHING, "NetworkPolicy", "ts-telemetry-sink-sql")
+    kubernetes_validate.validate(policy, kubernetes, strict=True)
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["egress"] == [{"to": [DNS], "ports": DNS_PORTS}, STORE_EGRESS]
+    # LDAP: the directory instead of the store
+    assert one(SQL_LDAP, "NetworkPolicy", "ts-telemetry-sink-sql")["spec"]["egress"] == [
+        {"to": [DNS], "ports": DNS_PORTS},
+        LDAP_EGRESS,
+    ]
+    # a volume and a password file: DNS only by default, and nothing at all without DNS
+    volume = _merge(SQL, {"networkPolicy": {"enabled": True}})
+    assert one(volume, "NetworkPolicy", "ts-telemetry-sink-sql")["spec"]["egress"] == [
+        {"to": [DNS], "ports": DNS_PORTS}
+    ]
+    closed = one(
+        _merge(volume, {"sqlServer": {"networkPolicy": {"egress": {"dns": []}}}}),
+        "NetworkPolicy",
+        "ts-telemetry-sink-sql",
+    )
+    kubernetes_validate.validate(closed, kubernetes, strict=True)
+    assert closed["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert closed["spec"]["egress"] == []  # Egress with no rule: no connection out
+    # opted out: ingress only, as before
+    opened = one(SQL_IDENTITY, "NetworkPolicy", "ts-telemetry-sink-sql")["spec"]
+    assert opened["policyTypes"] == ["Ingress"]
+    assert "egress" not in opened
+    # the front end's policy is unchanged: its egress stays open
+    assert one(SQL_EVERYTHING, "NetworkPolicy", "ts-telemetry-sink")["spec"]["policyTypes"] == ["Ingress"]
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        (
+            {"sqlServer": {"objectStore": {"existingSecret": "Not_A_Name"}}},
+            "at '/sqlServer/objectStore/existingSecret'",
+        ),
+        (
+            {"sqlServer": {"objectStore": {"shareWriterCredentials": "yes"}}},
+            "at '/sqlServer/objectStore/shareWriterCredentials'",
+        ),
+        ({"sqlServer": {"serviceAccountName": "Reader!"}}, "at '/sqlServer/serviceAccountName'"),
+        (
+            {"sqlServer": {"networkPolicy": {"egress": {"restricted": "no"}}}},
+            "at '/sqlServer/networkPolicy/egress/restricted'",
+        ),
+        (
+            {
+                "sqlServer": {
+                    "networkPolicy": {"egress": {"rules": [{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}}
+                }
+            },
+            "additional properties 'from' not allowed",
+        ),
+    ],
+)
+def test_values_schema_refuses_bad_sql_server_credentials_and_egress(
+    values: dict[str, Any], error: str
+) -> None:
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmValuesError) as refused:
+        chart.validate_schema(values)
+    assert error in str(refused.value)

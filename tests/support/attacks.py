@@ -6,7 +6,8 @@ suite sends small attacks and the benchmark the largest the sink's limits allow:
 
 - OTLP protobuf, hand-encoded (``alternating_points``: valid points alternating with invalid ones,
   which the sink drops one by one; ``empty_resource_metrics``: the cheapest element flood, ``0a 00``
-  per ``ResourceMetrics``) and OTLP JSON (``json_object_flood``, ``json_nesting``);
+  per ``ResourceMetrics``; ``fan_out_points``: one export naming a client instance per point, T3-7)
+  and OTLP JSON (``json_object_flood``, ``json_nesting``);
 - compression: ``gzip_bomb``/``zstd_bomb`` (a small body that inflates to ``size`` bytes), and
   ``gzip_members``/``zstd_frames`` (thousands of empty members or frames in one payload);
 - Kafka frames: ``metadata_flood_frame`` (one Metadata v0 request naming millions of topics) and
@@ -30,6 +31,7 @@ import struct
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,8 @@ __all__ = [
     "alternating_points",
     "declared_frame",
     "empty_resource_metrics",
+    "fan_out_ids",
+    "fan_out_points",
     "gzip_bomb",
     "gzip_members",
     "http_exchange",
@@ -77,7 +81,8 @@ def _field(number: int, payload: bytes) -> bytes:
     return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
-VALID_POINT: Final = _field(1, b"\x19" + (1).to_bytes(8, "little") + b"\x40\x01")
+_VALID_POINT_FIELDS: Final = b"\x19" + (1).to_bytes(8, "little") + b"\x40\x01"
+VALID_POINT: Final = _field(1, _VALID_POINT_FIELDS)
 """``Gauge.data_points`` entry: ``NumberDataPoint{time_unix_nano: 1, flags: NO_RECORDED_VALUE}``."""
 INVALID_POINT: Final = _field(1, b"")
 """``NumberDataPoint{}``: no ``time_unix_nano``, so the sink drops it (a partial success)."""
@@ -95,6 +100,25 @@ def alternating_points(pairs: int, metric_name: bytes = b"hostile.gauge") -> byt
 def empty_resource_metrics(count: int) -> bytes:
     """``MetricsData`` of ``count`` empty ``ResourceMetrics``: ``2 * count`` bytes."""
     return EMPTY_RESOURCE_METRICS * count
+
+
+def fan_out_ids(clients: int, seed: int = 0xFA2) -> list[uuid.UUID]:
+    """The client instance ids ``fan_out_points(clients, seed)`` names: distinct for each ``seed``."""
+    return [uuid.UUID(int=seed << 64 | n + 1) for n in range(clients)]
+
+
+def fan_out_points(clients: int, seed: int = 0xFA2) -> bytes:
+    """An ``ExportMetricsServiceRequest`` of one resource naming no client and one gauge of ``clients``
+    valid points, each naming a client instance of its own (``fan_out_ids``) in a ``client_instance_id``
+    point attribute, as a Collector forwards Prometheus labels: ``clients`` clients in one export
+    (T3-7): 75 bytes a client, about 3 gzipped."""
+    key = _field(1, b"client_instance_id")
+    points = b"".join(
+        _field(1, _VALID_POINT_FIELDS + _field(7, key + _field(2, _field(1, str(instance_id).encode()))))
+        for instance_id in fan_out_ids(clients, seed)
+    )
+    metric = _field(1, b"fan.out.gauge") + _field(5, points)
+    return _field(1, _field(2, _field(2, metric)))
 
 
 def json_object_flood(count: int) -> bytes:

@@ -150,6 +150,28 @@ exit, rounded up to whole seconds. */}}
 {{- if eq (lower (toString (index .sparkConf "spark.sql.hive.thriftServer.singleSession" | default "false"))) "true" }}
 {{- fail "sqlServer.sparkConf: spark.sql.hive.thriftServer.singleSession true is refused by telemetry-sink sql-server (clients would share views)" }}
 {{- end }}
+{{- /* T3-3: the SQL server reads the lake with credentials of its own, which can be read-only */}}
+{{- if eq $.Values.storage.type "objectStore" }}
+{{- if and .objectStore.existingSecret .objectStore.shareWriterCredentials }}
+{{- fail "sqlServer.objectStore: set existingSecret (the SQL server's own, read-only credentials) or shareWriterCredentials (the writers' read-write ones), not both" }}
+{{- end }}
+{{- if not (or .objectStore.existingSecret .serviceAccountName .objectStore.shareWriterCredentials) }}
+{{- fail "sqlServer.enabled with storage.type objectStore: give the SQL server read-only credentials of its own, sqlServer.objectStore.existingSecret (a Secret of environment variables, e.g. a read-only user's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or sqlServer.serviceAccountName (a ServiceAccount a workload identity binds to a read-only role); or set sqlServer.objectStore.shareWriterCredentials true to give it the writers' read-write credentials (then nothing below its SQL guard stops a write to the lake)" }}
+{{- end }}
+{{- range $key, $_ := (ternary (dict) $.Values.storage.objectStore.storageOptions .objectStore.shareWriterCredentials) }}
+{{- if regexMatch "(?i)(secret|access_key|account_key|service_account_key|password|(^|_)token$|(^|_)sas(_|$))" $key }}
+{{- fail (printf "storage.objectStore.storageOptions.%s looks like a credential: storage options are passed to every pod, the SQL server's too; put the writers' credentials in storage.objectStore.existingSecret and the SQL server's in sqlServer.objectStore.existingSecret" $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and $.Values.networkPolicy.enabled .networkPolicy.egress.restricted (not .networkPolicy.egress.rules) }}
+{{- if eq $.Values.storage.type "objectStore" }}
+{{- fail "sqlServer.networkPolicy.egress.rules: the SQL server's egress is restricted (networkPolicy.enabled) and it reads an object store: list the store's endpoint (e.g. [{to: [{ipBlock: {cidr: 52.218.0.0/17}}], ports: [{port: 443, protocol: TCP}]}]), or set sqlServer.networkPolicy.egress.restricted false" }}
+{{- end }}
+{{- if .auth.ldap.url }}
+{{- fail "sqlServer.networkPolicy.egress.rules: the SQL server's egress is restricted (networkPolicy.enabled) and it checks passwords against an LDAP server: list the directory (e.g. [{to: [{ipBlock: {cidr: 10.0.5.10/32}}], ports: [{port: 636, protocol: TCP}]}]), or set sqlServer.networkPolicy.egress.restricted false" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if and .Values.kafkaListener.enabled (has (int .Values.kafkaListener.port) (list 4317 4318 (int .Values.service.grpcPort) (int .Values.service.httpPort))) }}
@@ -179,21 +201,48 @@ httpGet:
 
 {{/* Volumes every pod that reads or writes the tables has: /tmp, and the data volume. */}}
 {{- define "telemetry-sink.dataVolumes" -}}
+{{- include "telemetry-sink.dataVolumesOf" (list . false) }}
+{{- end }}
+
+{{/* The same for a pod that only reads the tables (the SQL server): the claim read-only, so that the
+kubelet mounts it read-only whatever the container asks. */}}
+{{- define "telemetry-sink.readOnlyDataVolumes" -}}
+{{- include "telemetry-sink.dataVolumesOf" (list . true) }}
+{{- end }}
+
+{{- define "telemetry-sink.dataVolumesOf" -}}
+{{- $ := index . 0 }}
 - name: tmp
   emptyDir: {}
-{{- if eq .Values.storage.type "pvc" }}
+{{- if eq $.Values.storage.type "pvc" }}
 - name: data
   persistentVolumeClaim:
-    claimName: {{ include "telemetry-sink.claimName" . }}
+    claimName: {{ include "telemetry-sink.claimName" $ }}
+    {{- if index . 1 }}
+    readOnly: true
+    {{- end }}
 {{- end }}
 {{- end }}
 
 {{- define "telemetry-sink.dataVolumeMounts" -}}
+{{- include "telemetry-sink.dataVolumeMountsOf" (list . false) }}
+{{- end }}
+
+{{/* The SQL server's: the data volume read-only (T3-3: what its guard misses cannot write). */}}
+{{- define "telemetry-sink.readOnlyDataVolumeMounts" -}}
+{{- include "telemetry-sink.dataVolumeMountsOf" (list . true) }}
+{{- end }}
+
+{{- define "telemetry-sink.dataVolumeMountsOf" -}}
+{{- $ := index . 0 }}
 - name: tmp
   mountPath: /tmp
-{{- if eq .Values.storage.type "pvc" }}
+{{- if eq $.Values.storage.type "pvc" }}
 - name: data
   mountPath: /var/lib/telemetry-sink/data
+  {{- if index . 1 }}
+  readOnly: true
+  {{- end }}
 {{- end }}
 {{- end }}
 
@@ -204,6 +253,29 @@ envFrom:
   - secretRef:
       name: {{ .Values.storage.objectStore.existingSecret }}
 {{- end }}
+{{- end }}
+
+{{/* The SQL server's object-store credentials: its own Secret (sqlServer.objectStore.existingSecret,
+read-only credentials), or the writers' only when sqlServer.objectStore.shareWriterCredentials says so;
+with neither, none (it then has a ServiceAccount of its own: the validation refuses anything else). */}}
+{{- define "telemetry-sink.sqlServerStorageEnvFrom" -}}
+{{- if eq .Values.storage.type "objectStore" }}
+{{- with .Values.sqlServer.objectStore }}
+{{- if .existingSecret }}
+envFrom:
+  - secretRef:
+      name: {{ .existingSecret }}
+{{- else if .shareWriterCredentials }}
+{{- include "telemetry-sink.storageEnvFrom" $ }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The SQL server's ServiceAccount: its own (e.g. bound to a read-only role by a workload identity), or
+the chart's. */}}
+{{- define "telemetry-sink.sqlServerServiceAccountName" -}}
+{{- default (include "telemetry-sink.serviceAccountName" .) .Values.sqlServer.serviceAccountName }}
 {{- end }}
 
 {{/* The --data-root and --storage-option arguments of the Spark and maintenance commands. */}}

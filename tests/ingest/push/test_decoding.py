@@ -13,6 +13,8 @@ from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.push.codec import PayloadTooLargeError
 from ingest.push.decoding import INLINE_DECODE_BYTES, PayloadDecoders, decode_export, decode_push
 from ingest.push.otlp_scan import StructureLimitError
+from subscriptions import Errors
+from tests.support import attacks
 from tests.support.otlp import resource_payload
 
 MIB = 1 << 20
@@ -73,3 +75,27 @@ def test_a_decoder_process_imports_no_server_storage_or_transport_library() -> N
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+async def test_T3_7_an_export_of_too_many_clients_is_refused_as_a_structural_limit_in_a_worker() -> None:
+    """Counted as the export is split (``attribution``), refused as the scan's limits are: 413 /
+    RESOURCE_EXHAUSTED, the message naming the limits."""
+    decoders = PayloadDecoders(3)
+    limits = RequestLimits(max_clients_per_export=10, max_clients_per_forwarder_export=20)
+    try:
+        with pytest.raises(StructureLimitError) as refused:
+            await decoders.in_worker(decode_export, attacks.fan_out_points(11), 0, MIB, limits)
+        forwarded = await decoders.in_worker(
+            decode_export, attacks.fan_out_points(20), 0, MIB, limits.for_trusted_forwarder()
+        )
+    finally:
+        await decoders.close()
+    assert (refused.value.limit, refused.value.visited) == ("max_clients_per_export", 11)
+    assert refused.value.error is Errors.TELEMETRY_TOO_LARGE
+    assert str(refused.value) == (
+        "more than 10 clients in one export (limits.max_clients_per_export; "
+        "from a trusted forwarder, limits.max_clients_per_forwarder_export)"
+    )
+    assert len(forwarded.groups) == 20
+    with pytest.raises(StructureLimitError):
+        decode_export(attacks.fan_out_points(21), 0, MIB, limits.for_trusted_forwarder())

@@ -4,12 +4,16 @@ a FakeClock: a held request waits in virtual time, so how long it waited is read
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import grpc
 import pytest
 
 from exporters import InMemoryExporter
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.push.pipeline import TelemetryPipeline
-from ingest.wire import PUSH_PATH
+from ingest.security.authentication import Authenticator
+from ingest.wire import OTLP_METRICS_PATH, PUSH_PATH
 from quotas import ClientQuotaEntity, MetricName
 from subscriptions import Errors
 from tests.support.clock import FakeClock
@@ -110,3 +114,79 @@ async def test_QUO_14_a_hold_longer_than_the_delay_cap_is_refused_with_the_time_
         clock.advance(throttle_ms - 400)
         assert (await greedy.push()).error_code == Errors.NONE  # the hold is over
     assert len(exporter.pushes) == 2
+
+
+# -- T3-5: a throttle holds every client id of a user under a user quota --------------------------
+
+
+def alice_and_bob(clock: FakeClock, exporter: InMemoryExporter, tmp_path: Path) -> TelemetryPipeline:
+    """Bearer tokens for User:alice and User:bob, and a <user> quota of 100 B/s on alice."""
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text('"t-alice": "User:alice"\n"t-bob": "User:bob"\n')
+    pipeline = kafka_pipeline(
+        clock, exporter, max_hold_delay_ms=600_000, authenticator=Authenticator(str(tokens))
+    )
+    pipeline.quotas.alter(ClientQuotaEntity("alice", None), "producer_byte_rate", 100)
+    return pipeline
+
+
+def as_user(token: str, client_id: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"), ("x-kafka-client-id", client_id))
+
+
+async def test_T3_5_a_kip714_push_under_a_new_client_id_waits_out_its_users_hold(tmp_path: Path) -> None:
+    clock, exporter = FakeClock(), InMemoryExporter()
+    async with serve_both(alice_and_bob(clock, exporter, tmp_path)) as endpoints:
+        first, second = (
+            Client(endpoints, as_user("t-alice", "app-1")),
+            Client(endpoints, as_user("t-alice", "app-2")),
+        )
+        bob = Client(endpoints, as_user("t-bob", "app-1"))
+        for client in (first, second, bob):
+            assert (await client.get()).error_code == Errors.NONE
+        clock.advance(1000)
+        throttle_ms = (await first.push()).throttle_time_ms
+        assert throttle_ms > 1000
+        throttled_at = clock.now_ms()
+        assert (await bob.push()).throttle_time_ms == 0  # another user: held by nothing
+        assert clock.now_ms() == throttled_at
+        pushed = await second.push()  # alice under another client id: her user's sensor is held
+        assert clock.now_ms() - throttled_at >= throttle_ms
+        assert pushed.error_code == Errors.NONE
+    assert [(p.context.principal, p.context.client_id) for p in exporter.pushes] == [
+        ("User:alice", "app-1"),
+        ("User:bob", "app-1"),
+        ("User:alice", "app-2"),
+    ]
+
+
+async def test_T3_5_otlp_exports_under_new_client_ids_are_refused_while_their_user_is_held(
+    tmp_path: Path,
+) -> None:
+    clock, exporter = FakeClock(), InMemoryExporter()
+    async with serve_both(alice_and_bob(clock, exporter, tmp_path)) as endpoints:
+        http = {"Authorization": "Bearer t-alice", "Content-Type": "application/x-protobuf"}
+        first = await endpoints.http.post(
+            OTLP_METRICS_PATH, content=PAYLOAD, headers={**http, "x-kafka-client-id": "app-0"}
+        )
+        assert first.status_code == 200  # landed: the throttle starts the hold
+        clock.advance(500)
+        for n in range(1, 4):
+            held = await endpoints.http.post(
+                OTLP_METRICS_PATH, content=PAYLOAD, headers={**http, "x-kafka-client-id": f"app-{n}"}
+            )
+            assert held.status_code == 429
+            assert int(held.headers["Retry-After"]) >= 1
+        status, _, trailers = await endpoints.otlp_export(PAYLOAD, as_user("t-alice", "app-4"))
+        assert status == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "google.rpc.retryinfo-bin" in trailers
+        status, _, _ = await endpoints.otlp_export(PAYLOAD, as_user("t-bob", "app-1"))
+        assert status == grpc.StatusCode.OK  # bob is not alice
+        clock.advance(60_000)  # the hold is over
+        status, _, _ = await endpoints.otlp_export(PAYLOAD, as_user("t-alice", "app-5"))
+        assert status == grpc.StatusCode.OK
+    assert [(p.context.principal, p.context.client_id) for p in exporter.pushes] == [
+        ("User:alice", "app-0"),
+        ("User:bob", "app-1"),
+        ("User:alice", "app-5"),
+    ]

@@ -259,6 +259,8 @@ async def test_F13_F21_the_bookkeeping_bounds_are_on_the_scrape() -> None:
     assert samples["telemetry_sink_entity_counters_overflowed_total"] == 1
     assert samples["telemetry_sink_held_clients"] == 1
     assert samples["telemetry_sink_holds_refused_total"] == 2
+    assert samples["telemetry_sink_otlp_instance_owners"] == len(pipeline.instance_owners)
+    assert samples["telemetry_sink_otlp_instances_unbound_total"] == 0
     entities = {s.tags for s in pipeline.request_metrics.drain_entity_counts()}
     assert entities == {(("client-id", "a"), ("user", "")), (("client-id", "b"), ("user", "")), OVERFLOW_TAGS}
 

@@ -3,6 +3,7 @@ labels."""
 
 from __future__ import annotations
 
+import pickle
 import uuid
 from collections import Counter
 from typing import Any
@@ -12,8 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric, MetricsData
 
-from ingest.security.attribution import NO_LABELS, Labels, labels_of, split_by_client
+from ingest.limits import DEFAULT_LIMITS
+from ingest.security.attribution import NO_LABELS, Labels, TooManyClientsError, labels_of, split_by_client
 from subscriptions.subscription_id import kafka_uuid_string
+from tests.support import attacks
 from tests.support.forwarders import (
     FORWARDERS,
     Client,
@@ -163,3 +166,78 @@ def test_splitting_keeps_every_data_point_exactly_once(owners: list[int]) -> Non
                     seen.update((labels.client_instance_id, p.time_unix_nano) for p in _data_points(m))
     expected = Counter((kafka_uuid_string(clients[owner].instance_id), n) for n, owner in enumerate(owners))
     assert seen == expected
+
+
+# -- clients per export (T3-7) ---------------------------------------------------------------------
+
+
+def _fan_out(clients: int, seed: int = 0xFA2) -> MetricsData:
+    return MetricsData.FromString(attacks.fan_out_points(clients, seed))
+
+
+def _resources(clients: int, seed: int) -> MetricsData:
+    """One resource per client, each naming its instance in a resource label."""
+    data = MetricsData()
+    for instance_id in attacks.fan_out_ids(clients, seed):
+        attribute = data.resource_metrics.add().resource.attributes.add(key="client_instance_id")
+        attribute.value.string_value = str(instance_id)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("point_clients", "resource_clients", "max_clients", "split"),
+    [
+        (3, 0, 3, True),  # at the limit, by point labels
+        (4, 0, 3, False),
+        (0, 3, 3, True),  # at the limit, by resource labels
+        (0, 4, 3, False),
+        (2, 1, 3, True),  # both kinds count together
+        (2, 2, 3, False),
+        (1, 0, 1, True),  # one client: the payload as sent
+        (2, 0, 1, False),
+    ],
+)
+def test_T3_7_an_export_naming_more_clients_than_the_limit_is_refused_as_it_is_split(
+    point_clients: int, resource_clients: int, max_clients: int, split: bool
+) -> None:
+    data = _fan_out(point_clients) if point_clients else MetricsData()
+    data.resource_metrics.extend(_resources(resource_clients, 0xB0B).resource_metrics)
+    if split:
+        groups = split_by_client(data, data.SerializeToString(), max_clients)
+        assert len(groups) == point_clients + resource_clients
+    else:
+        with pytest.raises(TooManyClientsError) as refused:
+            split_by_client(data, data.SerializeToString(), max_clients)
+        assert refused.value.seen == max_clients + 1
+        assert str(refused.value) == f"more than {max_clients} clients in one export"
+
+
+def test_T3_7_counting_stops_at_the_first_client_over_the_limit() -> None:
+    """100,000 point-labelled clients: refused at client 1,001, before any part is built (the
+    default limit; ``max_clients_per_export``)."""
+    data = _fan_out(100_000)
+    with pytest.raises(TooManyClientsError) as refused:
+        split_by_client(data, b"")
+    assert refused.value.max_clients == DEFAULT_LIMITS.max_clients_per_export
+    assert refused.value.seen == DEFAULT_LIMITS.max_clients_per_export + 1
+
+
+def test_T3_7_a_client_named_again_is_counted_once() -> None:
+    """The same clients in two resources, and point labels that name one client once merged with
+    the resource's (the resource's client id wins): counted by the client they name."""
+    data = _fan_out(3, seed=1)
+    data.resource_metrics.extend(_fan_out(3, seed=1).resource_metrics)
+    groups = split_by_client(data, data.SerializeToString(), 3)
+    assert [len(MetricsData.FromString(g.payload).resource_metrics) for g in groups] == [2, 2, 2]
+    same = strimzi_via_collector([ALICE, ALICE._replace(client_id="other")], librdkafka_metrics())
+    same.resource_metrics[0].resource.attributes.add(key="client_id").value.string_value = "fixed"
+    (group,) = split_by_client(same, same.SerializeToString(), 1)
+    assert (group.labels.client_id, group.points) == (
+        "fixed",
+        2 * points_of(librdkafka_metrics().resource_metrics),
+    )
+
+
+def test_T3_7_the_error_pickles_as_the_decoder_processes_need() -> None:
+    back = pickle.loads(pickle.dumps(TooManyClientsError(5, 6)))
+    assert (back.max_clients, back.seen, str(back)) == (5, 6, "more than 5 clients in one export")

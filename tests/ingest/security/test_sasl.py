@@ -43,15 +43,31 @@ def test_scram_authenticates_a_user_of_the_file_and_proves_the_server_knows_it(m
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 @pytest.mark.parametrize(("user", "password"), [("alice", "wrong"), ("mallory", "alice-secret")])
-def test_scram_failures_all_get_kafkas_one_message_so_users_cannot_be_probed(
-    mechanism: str, user: str, password: str
-) -> None:
+def test_scram_failures_all_get_kafkas_one_message(mechanism: str, user: str, password: str) -> None:
     with pytest.raises(SaslAuthenticationError) as failure:
         _scram(mechanism, user, password)
     assert str(failure.value) == (
         "Authentication failed during authentication due to invalid credentials with SASL mechanism "
         + mechanism
     )
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_T3_4_an_unknown_user_fails_at_the_first_message_a_known_one_at_the_proof_as_on_kafka(
+    mechanism: str,
+) -> None:
+    """The step tells which users exist, as on a broker (documented, not hidden: see the module)."""
+    unknown = create_sasl_server(mechanism, USERS)
+    with pytest.raises(SaslAuthenticationError):
+        unknown.evaluate(scramp.ScramClient([mechanism], "mallory", "x").get_client_first().encode())
+    known = create_sasl_server(mechanism, USERS)
+    client = scramp.ScramClient([mechanism], "alice", "wrong")
+    server_first = known.evaluate(client.get_client_first().encode())
+    assert server_first is not None
+    assert b",s=" in server_first  # alice's salt: she exists
+    client.set_server_first(server_first.decode())
+    with pytest.raises(SaslAuthenticationError):
+        known.evaluate(client.get_client_final().encode())
 
 
 def test_scram_refuses_a_malformed_first_message_and_kafkas_token_extension() -> None:
@@ -86,6 +102,35 @@ def test_plain_authenticates_with_or_without_the_same_authorization_id() -> None
         assert server.evaluate(token) is None
         assert (server.complete, server.username) == (True, "alice")
     assert sasl_principal("alice") == "User:alice"
+
+
+REFUSED = "Authentication failed: Invalid username or password"
+
+
+def _plain(credentials: SaslCredentials, user: str, password: str) -> str | None:
+    """How a PLAIN login ends: None if it succeeds, else the message the client is sent."""
+    try:
+        create_sasl_server("PLAIN", credentials).evaluate(f"\0{user}\0{password}".encode())
+    except SaslAuthenticationError as failure:
+        return str(failure)
+    return None
+
+
+def test_T3_11_deleting_every_scram_credential_of_a_user_revokes_plain_too_and_nothing_less_does() -> None:
+    credentials = SaslCredentials({"dev": "dev-secret", "ops": "ops-secret"})
+    replaced = credentials.scram("SCRAM-SHA-256", "ops")
+    assert replaced is not None
+    credentials.set_scram("SCRAM-SHA-512", "dev", None)  # one mechanism deleted: dev still has one
+    assert (_plain(credentials, "dev", "dev-secret"), credentials.revoked("dev")) == (None, False)
+    credentials.set_scram("SCRAM-SHA-256", "dev", None)  # the last one: dev is locked out everywhere
+    assert (_plain(credentials, "dev", "dev-secret"), credentials.revoked("dev")) == (REFUSED, True)
+    assert _plain(credentials, "ops", "ops-secret") is None  # another user is not
+    credentials.set_scram("SCRAM-SHA-256", "dev", replaced)  # a credential again: PLAIN is back
+    assert _plain(credentials, "dev", "dev-secret") is None
+    assert _plain(credentials, "dev", "wrong") == REFUSED
+    assert _plain(credentials, "nobody", "dev-secret") == REFUSED  # a log-only user never had PLAIN
+    credentials.set_scram("SCRAM-SHA-256", "nobody", replaced)
+    assert _plain(credentials, "nobody", "dev-secret") == REFUSED
 
 
 def test_scram_keeps_salted_credentials_only(tmp_path: Path) -> None:

@@ -294,3 +294,31 @@ async def test_QUO_2_kafka_python_alters_and_describes_client_quotas_through_the
         assert [r.change for r in logged] == [
             QuotaChange(ClientQuotaEntity(user="alice"), "producer_byte_rate", 2048.0)
         ]  # the refused entry wrote nothing
+
+
+async def test_T3_11_deleting_every_scram_credential_of_a_user_refuses_its_plain_login_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with admin_client(tmp_path) as (sink, call):
+        assert sink.kafka_port is not None
+        port = sink.kafka_port
+        dev = await asyncio.to_thread(_kafka_python_admin, port, "dev", "dev-secret", "PLAIN")
+        await asyncio.to_thread(dev.close)  # dev logs in with the users file's password
+        removed = await call(
+            "alter_user_scram_credentials",
+            [
+                UserScramCredentialDeletion("dev", ScramMechanism.SCRAM_SHA_256),
+                UserScramCredentialDeletion("dev", ScramMechanism.SCRAM_SHA_512),
+            ],
+        )
+        assert removed == {"dev": None}
+        caplog.set_level(logging.INFO, logger="ingest.transports.kafka")
+        with pytest.raises(KafkaError):  # kafka-python retries until its bootstrap gives up
+            await asyncio.to_thread(_refused_login, port, "dev", "dev-secret", "PLAIN")
+        assert "SASL authentication failed" in caplog.text
+        ops = await asyncio.to_thread(_kafka_python_admin, port, "ops", "ops-secret", "PLAIN")
+        try:  # another user's PLAIN login is untouched
+            cluster = await asyncio.to_thread(ops.describe_cluster)
+            assert cluster["cluster_id"] == "telemetry-sink"
+        finally:
+            await asyncio.to_thread(ops.close)
