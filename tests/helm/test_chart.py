@@ -723,15 +723,8 @@ def test_every_command_the_chart_runs_parses_with_the_telemetry_sink_command_lin
 def test_no_pod_gets_service_link_variables_which_the_sink_would_read_as_settings() -> None:
     # a Service named telemetry-sink-... makes TELEMETRY_SINK_SERVICE_HOST & co, unknown settings
     for variant in VARIANTS.values():
-        for manifest in manifests(_merge(variant, {"fullnameOverride": "telemetry-sink"})):
-            spec = manifest.get("spec", {})
-            pod = (
-                spec.get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec")
-                or spec.get("template", {}).get("spec")
-                or (spec if manifest["kind"] == "Pod" else None)
-            )
-            if pod is not None:
-                assert pod["enableServiceLinks"] is False, manifest["metadata"]["name"]
+        for name, pod in _pods(_merge(variant, {"fullnameOverride": "telemetry-sink"})).items():
+            assert pod["enableServiceLinks"] is False, name
 
 
 def test_with_mtls_the_probes_connect_without_a_handshake_the_kubelet_cannot_complete() -> None:
