@@ -86,6 +86,11 @@ def build(jar: Path = JAR) -> Path:
         PROTOBUF_JAVA,
         *sorted(spark_jars.glob("spark-*.jar")),
         *sorted(spark_jars.glob("scala-*.jar")),
+        *sorted(spark_jars.glob("slf4j-api-*.jar")),
+        # the sql-server's Thrift service (Hive's service and Thrift classes, HiveConf's Hadoop base)
+        *sorted(spark_jars.glob("hive-*.jar")),
+        *sorted(spark_jars.glob("libthrift-*.jar")),
+        *sorted(spark_jars.glob("hadoop-client-api-*.jar")),
     ]
     with tempfile.TemporaryDirectory(prefix="telemetry-sink-jvm-") as work:
         root = Path(work)

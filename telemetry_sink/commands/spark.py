@@ -16,13 +16,15 @@ one line on stderr (exit 1; with ``--serve`` the previous page stays up).
 serves the tables read-only over JDBC/ODBC and Spark Connect (``spark_jobs.sql_server``) until
 SIGTERM/SIGINT: it says on stderr where it listens, which views it makes as tables change, and
 refresh failures (the previous views stay up); wrong settings exit 2 before Spark starts, a port it
-cannot listen on exits 1. ``--hash-password USER`` prints a password file line for the password read
-from stdin, and exits.
+cannot listen on exits 1, and so does a server that cannot serve any more (its JVM, Spark or a
+listener is gone: its watchdog says which). ``--hash-password USER`` prints a password file line for
+the password read from stdin, and exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -37,6 +39,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import SparkSession
 
     from spark_jobs.dashboards import Window
@@ -456,7 +460,8 @@ def _add_sql_server(server: argparse.ArgumentParser) -> None:
         nargs="?",
         const=DEFAULT_CONNECT_PORT,
         metavar="PORT",
-        help=f"also serve Spark Connect (PORT default: {DEFAULT_CONNECT_PORT}); for trusted users only",
+        help=f"also serve Spark Connect (PORT default: {DEFAULT_CONNECT_PORT}), read-only like JDBC; needs "
+        "--connect-token-file",
     )
     server.add_argument(
         "--connect-host", default=defaults.connect_host, help="Spark Connect's address (default: 127.0.0.1)"
@@ -465,7 +470,14 @@ def _add_sql_server(server: argparse.ArgumentParser) -> None:
         "--connect-token-file",
         type=Path,
         metavar="FILE",
-        help="Spark Connect's pre-shared token (clients send it as a bearer token); needed beyond loopback",
+        help="Spark Connect's pre-shared token (clients send it as a bearer token); required with "
+        "--connect-port",
+    )
+    server.add_argument(
+        "--connect-insecure-loopback",
+        action="store_true",
+        help="a developer's machine: Spark Connect on a loopback --connect-host without a token (not with "
+        "--password-file or --ldap-url)",
     )
     server.add_argument(
         "--password-file",
@@ -498,7 +510,7 @@ def _add_sql_server(server: argparse.ArgumentParser) -> None:
         type=float,
         default=defaults.query_timeout_s,
         metavar="SECONDS",
-        help="cancel a statement this long after its first Spark job "
+        help="cancel a statement this long after it starts, planning included "
         f"(default: {defaults.query_timeout_s:g})",
     )
     server.add_argument(
@@ -528,6 +540,7 @@ def _sql_server_settings(args: argparse.Namespace) -> SqlServerSettings:
         connect_port=args.connect_port,
         connect_host=args.connect_host,
         connect_token_file=args.connect_token_file,
+        connect_insecure_loopback=args.connect_insecure_loopback,
         password_file=args.password_file,
         ldap_url=args.ldap_url,
         ldap_base_dn=args.ldap_base_dn,
@@ -541,8 +554,8 @@ def _sql_server_settings(args: argparse.Namespace) -> SqlServerSettings:
 
 def _sql_server(args: argparse.Namespace) -> int:
     from spark_jobs.sql_server import (  # noqa: PLC0415 - see add_arguments
-        SqlServer,
         hash_password,
+        isolation,
         settings_conflicts,
         spark_conf,
         spark_environment,
@@ -567,10 +580,37 @@ def _sql_server(args: argparse.Namespace) -> int:
     spark_settings = _spark_settings(args, "sql-server")
     if spark_settings is None:
         return 2
+    try:  # the clients' statements run out of the server's JVM (an executor JVM on a local master)
+        isolated = isolation(spark_settings.master, spark_settings.settings)
+    except ValueError as exc:
+        say(str(exc))
+        return 2
+    spark_settings = replace(
+        spark_settings, master=isolated.master, settings={**spark_settings.settings, **isolated.settings}
+    )
     os.environ.update(spark_environment(settings))
+    os.environ.update(isolated.environment)
+    try:
+        return _serve_sql(args, settings, spark_settings, say)
+    finally:
+        isolated.remove()
+
+
+def _serve_sql(
+    args: argparse.Namespace,
+    settings: SqlServerSettings,
+    spark_settings: SparkSettings,
+    say: Callable[[str], None],
+) -> int:
+    """Serve until SIGTERM/SIGINT (0) or until the server cannot serve any more (1: its JVM, Spark or a
+    listener is gone, which its watchdog says)."""
+    from py4j.protocol import Py4JError  # noqa: PLC0415 - see add_arguments
+
+    from spark_jobs.sql_server import SqlServer  # noqa: PLC0415
+
     stop = _stop_on_signals("sql-server", "stopping")
     spark, lake = _open_lake(args, spark_settings)
-    server = SqlServer(spark, lake, args.data_root, settings, say=say)
+    server = SqlServer(spark, lake, args.data_root, settings, say=say, on_failure=lambda _: stop.set())
     try:
         try:
             server.start()
@@ -589,7 +629,8 @@ def _sql_server(args: argparse.Namespace) -> int:
             + f", health on http://{settings.host}:{server.health_port}/healthz"
         )
         stop.wait()
-        return 0
+        return 0 if server.failure is None else 1
     finally:
         server.stop()
-        spark.stop()
+        with contextlib.suppress(*(() if server.failure is None else (Py4JError, OSError))):
+            spark.stop()

@@ -1,31 +1,67 @@
 package telemetry.sink;
 
 import java.util.Properties;
+import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 
 /**
- * The query timeout of {@code telemetry-sink sql-server}, which no client setting can raise: a
- * listener that, when a client's statement (a JDBC/ODBC statement's job group, a Spark Connect
- * operation's tag) starts its first Spark job, schedules the cancellation of that statement's jobs,
- * present and future, {@code timeoutMs} later. A statement that is done by then is not affected (a
- * cancellation of a finished group cancels nothing). Jobs of neither kind (the server's own) have no
- * timeout.
+ * The query timeout of {@code telemetry-sink sql-server}, which no client setting can raise. It counts
+ * from a client statement's start: the first time the server sees the statement, which is when its
+ * SQL is parsed (JDBC/ODBC; the Thrift server names the statement's job group first), when {@link
+ * ConnectGuard} lets a Spark Connect request through, or, failing both, its first planning step or
+ * Spark job. So planning (parsing, analysis, optimisation, physical planning) counts too.
+ *
+ * <ul>
+ *   <li>While planning, {@link SqlGuard}'s rules call {@link #check} often; past the timeout (or when
+ *       the statement's thread was interrupted: a cancelled JDBC statement) it throws {@link
+ *       TimedOut}, which ends the statement.
+ *   <li>At the timeout, the statement's Spark jobs are cancelled, present and future: a JDBC
+ *       statement's job group, a Spark Connect operation's tag. A job that starts later for an
+ *       expired statement is cancelled at once.
+ * </ul>
+ *
+ * <p>A statement is known by its job group (JDBC/ODBC), its Spark Connect operation tag, or the
+ * Spark Connect call the current thread handles (analysis requests, which run no job). Jobs of none
+ * of these (the server's own) have no timeout. A statement that is done by its timeout is not
+ * affected: cancelling a finished group cancels nothing.
  */
 public final class QueryTimeout extends SparkListener {
 
-  private static final String GROUP = "spark.jobGroup.id";
-  private static final String TAGS = "spark.job.tags";
-  private static final String CONNECT_OPERATION = "SparkConnect_OperationTag";
+  static final String GROUP = "spark.jobGroup.id";
+  static final String TAGS = "spark.job.tags";
+  static final String CONNECT_OPERATION = "SparkConnect_OperationTag";
+
+  /** How long an expired statement is remembered, at least, so that its late jobs are cancelled. */
+  static final long MIN_GRACE_MS = 60_000;
+
+  /** One client statement: when it started, whether it is past its timeout, how much it planned. */
+  static final class Statement {
+    final long startNanos = System.nanoTime();
+    final AtomicInteger parses = new AtomicInteger();
+  }
+
+  /** A statement ran past its timeout while it was being planned (or was cancelled meanwhile). */
+  public static final class TimedOut extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    TimedOut(String message) {
+      super(message);
+    }
+  }
+
+  private static volatile QueryTimeout installed;
+  private static final ThreadLocal<String> CALL = new ThreadLocal<>();
 
   private final SparkContext context;
   private final long timeoutMs;
-  private final ConcurrentHashMap<String, Boolean> pending = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, Statement> statements = new ConcurrentHashMap<>();
   private final ScheduledExecutorService timer =
       Executors.newSingleThreadScheduledExecutor(
           runnable -> {
@@ -34,10 +70,63 @@ public final class QueryTimeout extends SparkListener {
             return thread;
           });
 
+  /** The server's timeout: {@code timeoutMs} from each client statement's start (see the class). */
   public QueryTimeout(SparkContext context, long timeoutMs) {
     this.context = context;
     this.timeoutMs = timeoutMs;
+    installed = this;
   }
+
+  // -- where statements start -------------------------------------------------------------------
+
+  /** The Spark Connect operation tagged {@code tag} starts now (if it has not yet). */
+  static void begin(String tag) {
+    QueryTimeout timeout = installed;
+    if (timeout != null) {
+      timeout.start("tag:" + tag);
+    }
+  }
+
+  /** The current thread starts handling a Spark Connect call (a statement of its own). */
+  static void beginCall() {
+    CALL.set("call:" + UUID.randomUUID());
+  }
+
+  /** The current thread is done with its Spark Connect call. */
+  static void endCall() {
+    CALL.remove();
+  }
+
+  /** The statement the current thread works for, started now if it was not yet; null if none. */
+  static Statement current(SparkContext sc) {
+    QueryTimeout timeout = installed;
+    if (timeout == null) {
+      return null;
+    }
+    String key = key(sc.getLocalProperty(GROUP), sc.getLocalProperty(TAGS));
+    if (key == null) {
+      key = CALL.get();
+    }
+    return key == null ? null : timeout.start(key);
+  }
+
+  /**
+   * Throw {@link TimedOut} if the statement the current thread plans is past its timeout, or the
+   * thread was interrupted (its statement cancelled). Starts the statement's clock if it had not.
+   */
+  static void check(SparkContext sc) {
+    if (Thread.currentThread().isInterrupted()) {
+      throw new TimedOut(
+          "telemetry-sink sql-server: the statement was cancelled while it was planned");
+    }
+    QueryTimeout timeout = installed;
+    Statement statement = current(sc);
+    if (timeout != null && statement != null && timeout.expired(statement)) {
+      throw new TimedOut(timeout.reason() + " (while it was planned)");
+    }
+  }
+
+  // -- jobs -------------------------------------------------------------------------------------
 
   @Override
   public void onJobStart(SparkListenerJobStart jobStart) {
@@ -45,32 +134,53 @@ public final class QueryTimeout extends SparkListener {
     if (properties == null) {
       return;
     }
-    String group = properties.getProperty(GROUP);
-    if (group != null) {
-      schedule("group:" + group, () -> context.cancelJobGroupAndFutureJobs(group, reason()));
-      return;
-    }
-    String tags = properties.getProperty(TAGS);
-    if (tags == null) {
-      return;
-    }
-    for (String tag : tags.split(",")) {
-      if (tag.startsWith(CONNECT_OPERATION)) {
-        schedule("tag:" + tag, () -> context.cancelJobsWithTag(tag, reason()));
-      }
+    String key = key(properties.getProperty(GROUP), properties.getProperty(TAGS));
+    if (key != null && expired(start(key))) {
+      cancel(key);
     }
   }
 
-  private void schedule(String key, Runnable cancel) {
-    if (pending.putIfAbsent(key, Boolean.TRUE) == null) {
-      timer.schedule(
-          () -> {
-            pending.remove(key);
-            cancel.run();
-          },
-          timeoutMs,
-          TimeUnit.MILLISECONDS);
+  /** A statement's key: its job group, else its Spark Connect operation tag; null if neither. */
+  private static String key(String group, String tags) {
+    if (group != null) {
+      return "group:" + group;
     }
+    if (tags != null) {
+      for (String tag : tags.split(",")) {
+        if (tag.startsWith(CONNECT_OPERATION)) {
+          return "tag:" + tag;
+        }
+      }
+    }
+    return null;
+  }
+
+  private Statement start(String key) {
+    return statements.computeIfAbsent(
+        key,
+        k -> {
+          long grace = Math.max(timeoutMs, MIN_GRACE_MS);
+          timer.schedule(
+              () -> {
+                cancel(k);
+                timer.schedule(() -> statements.remove(k), grace, TimeUnit.MILLISECONDS);
+              },
+              timeoutMs,
+              TimeUnit.MILLISECONDS);
+          return new Statement();
+        });
+  }
+
+  private boolean expired(Statement statement) {
+    return System.nanoTime() - statement.startNanos > TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+  }
+
+  private void cancel(String key) {
+    if (key.startsWith("group:")) {
+      context.cancelJobGroupAndFutureJobs(key.substring("group:".length()), reason());
+    } else if (key.startsWith("tag:")) {
+      context.cancelJobsWithTag(key.substring("tag:".length()), reason());
+    } // a call runs no jobs: its planning checks are all there is
   }
 
   private String reason() {
@@ -80,6 +190,9 @@ public final class QueryTimeout extends SparkListener {
   /** Stop the timer (no cancellation fires after this). */
   public void stop() {
     timer.shutdownNow();
-    pending.clear();
+    statements.clear();
+    if (installed == this) {
+      installed = null;
+    }
   }
 }
