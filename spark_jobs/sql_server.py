@@ -93,6 +93,7 @@ __all__ = [
     "hash_password",
     "isolation",
     "port_state",
+    "ports_in_use",
     "settings_conflicts",
     "spark_conf",
     "spark_environment",
@@ -281,6 +282,26 @@ def spark_conf(settings: SqlServerSettings) -> dict[str, str]:
         # clients send plans uncompressed, which the guard reads (it refuses compressed ones)
         conf["spark.connect.session.planCompression.threshold"] = "-1"
     return conf
+
+
+def ports_in_use(settings: SqlServerSettings) -> list[str]:
+    """The server's ports that another process already listens on, each as a sentence (empty: all
+    free). Checked before Spark starts, so that a port in use costs a second, not a Spark start; a
+    port taken between this check and the listener's bind still fails the start (``cannot start``)."""
+    ports = [("--port", settings.host, settings.port), ("--health-port", settings.host, settings.health_port)]
+    if settings.connect_port is not None:
+        ports.append(("--connect-port", settings.connect_host, settings.connect_port))
+    taken = []
+    for flag, host, port in ports:
+        if not port:  # --health-port 0: any free port
+            continue
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the JVM's listeners bind
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                taken.append(f"{flag} {port} on {host}: {exc.strerror or exc}")
+    return taken
 
 
 CONNECT_TOKEN_ENV: Final = "SPARK_CONNECT_AUTHENTICATE_TOKEN"

@@ -556,6 +556,7 @@ def _sql_server(args: argparse.Namespace) -> int:
     from spark_jobs.sql_server import (  # noqa: PLC0415 - see add_arguments
         hash_password,
         isolation,
+        ports_in_use,
         settings_conflicts,
         spark_conf,
         spark_environment,
@@ -576,6 +577,10 @@ def _sql_server(args: argparse.Namespace) -> int:
     if problems:
         say("; ".join(problems))
         return 2
+    taken = ports_in_use(settings)
+    if taken:
+        say(f"cannot start: {'; '.join(taken)}")
+        return 1
     args.conf = [*args.conf, *spark_conf(settings).items()]
     spark_settings = _spark_settings(args, "sql-server")
     if spark_settings is None:

@@ -845,7 +845,8 @@ def test_with_ldap_the_sql_server_passes_the_ldap_flags_and_neither_passes_nor_m
     parsed = build_parser().parse_args([a.replace("/etc/telemetry-sink/", f"{tmp_path}/") for a in args])
     settings = sql_server_settings(parsed)
     assert settings.problems() == []
-    assert settings.authentication == "LDAP"
+    assert settings.authentication == "CUSTOM"  # Hive's LDAP check, wrapped in the login gate
+    assert settings.ldap_url == "ldaps://ldap.example.org:636"
     assert settings.password_file is None
 
 
@@ -964,6 +965,29 @@ def test_the_sql_servers_network_policy_lets_in_only_its_client_ports_from_the_a
     assert anywhere == {"ports": [{"port": "jdbc", "protocol": "TCP"}]}  # empty allowedFrom: from anywhere
     frontend = one(SQL_EVERYTHING, "NetworkPolicy", "ts-telemetry-sink")["spec"]
     assert frontend["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "frontend"
+
+
+def test_prometheus_scrapes_the_sql_servers_metrics_on_its_health_port_through_its_network_policy() -> None:
+    prometheus = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    values = _merge(
+        SQL_EVERYTHING,
+        {
+            "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+            "sqlServer": {"networkPolicy": {"metricsFrom": prometheus}},
+        },
+    )
+    monitor = one(values, "PodMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    [endpoint] = monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"], endpoint["scheme"]) == ("health", "/metrics", "http")
+    pod = one(values, "Deployment", "ts-telemetry-sink-sql")["spec"]["template"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert "health" in {p["name"] for p in pod["spec"]["containers"][0]["ports"]}
+    clients, scrape = one(values, "NetworkPolicy", "ts-telemetry-sink-sql")["spec"]["ingress"]
+    assert [p["port"] for p in clients["ports"]] == ["jdbc", "spark-connect"]
+    assert scrape == {"ports": [{"port": "health", "protocol": "TCP"}], "from": prometheus}
+    assert not [m for m in manifests(SQL_EVERYTHING) if m["kind"] == "PodMonitor"]  # off unless enabled
+    assert not [m for m in manifests(VARIANTS["everything"]) if m["kind"] == "PodMonitor"]  # no sql-server
 
 
 def test_the_notes_say_how_to_reach_the_sql_server_when_it_is_enabled() -> None:
