@@ -205,14 +205,12 @@ def validate_quota(entity: ClientQuotaEntity, key: str, value: float | None) -> 
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise QuotaEntityError(f"Invalid value {value!r} for configuration key {key}")
     if value <= 0:
-        raise QuotaEntityError(f"Illegal value for config key {key}: must be greater than 0")
+        raise QuotaEntityError(f"Quota {key} must be greater than 0")  # the broker's words
     limit = _INTEGRAL_KEYS.get(key)
-    if limit is not None:
-        if abs(value - round(value)) > 1e-6:
-            raise QuotaEntityError(
-                f"Configuration {key} must be a {'Long' if limit == LONG_MAX else 'Integer'} value"
-            )
+    if limit is not None:  # the broker's words (ClientQuotaControlManager), in its order
         if value > limit:
             raise QuotaEntityError(
-                f"Proposed value for {key} is too large for a {'Long' if limit == LONG_MAX else 'Integer'}"
+                f"Proposed value for {key} is too large for {'a LONG' if limit == LONG_MAX else 'an INT'}."
             )
+        if abs(value % 1.0) > 1e-6:
+            raise QuotaEntityError(f"{key} cannot be a fractional value.")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates the project's virtual environment and installs the project with its test and dev extras.
+# Creates the project's virtual environment and installs the project with its test and dev extras, and
+# fetches the pinned Kafka jars the tests run (artifacts/, into .venv/maven; nothing downloads later).
 # Also makes sure Java is present for the Spark parts (PySpark starts a JVM), and builds the JVM decoder's
 # jar (spark_jobs/java, `python -m spark_jobs.jvm`), installing a JDK, protoc and protobuf-java from
 # Debian's packages when they are missing and we are root on Debian.
@@ -19,6 +20,7 @@ PY
 need=()
 command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+command -v mvn >/dev/null 2>&1 || need+=(maven)  # fetches Kafka's jars (artifacts/)
 [ -f "${PROTOBUF_JAVA_JAR:-/usr/share/java/protobuf.jar}" ] || need+=(libprotobuf-java)
 if [ "${#need[@]}" -gt 0 ]; then
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
@@ -28,7 +30,7 @@ if [ "${#need[@]}" -gt 0 ]; then
     elif ! command -v java >/dev/null 2>&1; then
         echo "setup: warning: no java on PATH; the Spark jobs need a Java 17 runtime" >&2
     else
-        echo "setup: warning: missing ${need[*]}: the JVM decoder cannot be built" >&2
+        echo "setup: warning: missing ${need[*]}: the JVM decoder or Kafka's jars cannot be had" >&2
     fi
 fi
 
@@ -39,3 +41,6 @@ fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test,dev]'
 "$VENV/bin/python" -m spark_jobs.jvm \
     || echo "setup: warning: the JVM decoder was not built; the decode job decodes in Python" >&2
+# Apache Kafka 4.4.0's jars (the broker, its tools, its Java client), the tests' oracle of Kafka's behaviour:
+# fetched once with Maven into .venv/maven and checked against artifacts/kafka/jars.sha256
+"$VENV/bin/python" -m artifacts kafka

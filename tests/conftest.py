@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-pytest_plugins = ["tests.support.leaks", "pytester"]
+pytest_plugins = ["tests.support.leaks", "tests.support.kafka_broker", "pytester"]
 
 # No per-example deadline: a loaded CI machine must not turn a slow example into a failure.
 settings.register_profile("telemetry-sink", deadline=None, print_blob=True)

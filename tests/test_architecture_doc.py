@@ -29,6 +29,7 @@ PRODUCT_PACKAGES = (
     "spark_jobs",
     "loadgen",
     "telemetry_sink",
+    "artifacts",
 )
 
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)

@@ -4,8 +4,9 @@ IncrementalAlterConfigs and AlterConfigs (``kafka-configs.sh --entity-type broke
 (``dynamic_configs``) without a restart.
 
 Describing needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS (super users; else
-CLUSTER_AUTHORIZATION_FAILED). Kafka's answers: INVALID_CONFIG for a key that cannot change at run
-time, a value out of range, or an APPEND/SUBTRACT (these keys are not lists). The cluster default
+CLUSTER_AUTHORIZATION_FAILED). Kafka's answers, as a Kafka 4.4 broker gives them (KF3-C-11):
+INVALID_REQUEST for a key that cannot change at run time or a value it refuses, in the broker's words;
+INVALID_CONFIG for an APPEND/SUBTRACT (these keys are not lists). The cluster default
 (resource name ``""``) and this node's id name the same scope here: every replica is one "broker" that
 applies every change.
 """
@@ -66,7 +67,7 @@ class BrokerConfigAdmin:
             changes[key] = None if op is ConfigOp.DELETE else (value or "")
         for key, value in changes.items():
             if (problem := self.configs.problem(key, value)) is not None:
-                return Errors.INVALID_CONFIG, problem
+                return Errors.INVALID_REQUEST, problem
         if validate_only or not changes:
             return Errors.NONE, None
         records = [BrokerConfigChange(key, value) for key, value in changes.items()]

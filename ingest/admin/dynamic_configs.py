@@ -85,12 +85,15 @@ class DynamicBrokerConfigs:
         return {key: self.values.get(key, _text(self._static.get(key, INT_MAX))) for key in self.keys}
 
     def problem(self, key: str, value: str | None) -> str | None:
-        """Why ``value`` cannot be ``key``'s (INVALID_CONFIG), or None."""
+        """Why ``value`` cannot be ``key``'s, in the broker's words (it answers INVALID_REQUEST), or None."""
         if key not in self.keys:
             return f"Cannot update these configs dynamically: {key} (the sink's are {', '.join(self.keys)})"
         if value is None:
             return None
         if key == MAX_CONNECTIONS_PER_IP_OVERRIDES:
+            counts = [item.rpartition(":")[2].strip() for item in value.split(",") if ":" in item]
+            if (bad := next((c for c in counts if not c.lstrip("-").isdigit()), None)) is not None:
+                return f'For input string: "{bad}"'  # Java's Integer.parseInt, as the broker answers
             try:
                 overrides = parse_per_ip_overrides(value)
             except ValueError as exc:
@@ -104,9 +107,13 @@ class DynamicBrokerConfigs:
             number = int(value.strip())
         except ValueError:
             return f"Invalid value {value} for configuration {key}: Not a number of type INT"
-        low = 1 if key.endswith(MAX_CONNECTION_CREATION_RATE) else 0
-        if not low <= number <= INT_MAX:
-            return f"Invalid value {value} for configuration {key}: Value must be at least {low}"
+        if not 0 <= number <= INT_MAX:
+            return f"Invalid value {value} for configuration {key}: Value must be at least 0"
+        if number == 0 and key.endswith(MAX_CONNECTION_CREATION_RATE):  # the broker's dynamic check
+            return (
+                "Invalid value org.apache.kafka.common.config.ConfigException: Invalid "
+                f"{MAX_CONNECTION_CREATION_RATE} 0 for configuration Invalid dynamic configuration"
+            )
         return None
 
     def _apply(self) -> None:

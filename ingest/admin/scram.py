@@ -29,7 +29,6 @@ without a failure are written together.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
 
@@ -100,11 +99,11 @@ class ScramAdmin:
 
     def describe(self, client: ClientContext, users: Sequence[str] | None) -> tuple[Errors, list[UserResult]]:
         """DescribeUserScramCredentials: the request's error, and each user's (every user with a
-        credential when ``users`` is None)."""
+        credential when ``users`` is None or empty, as Kafka's Admin sends it for "all")."""
         if not self._authorize(client, "DESCRIBE_CONFIGS"):
             return Errors.CLUSTER_AUTHORIZATION_FAILED, []
         known = self.follower.image.credentials.scram_users()
-        wanted = sorted(known) if users is None else list(users)
+        wanted = list(users) if users else sorted(known)  # null or empty: every user, as ScramImage.describe
         results = []
         for user in dict.fromkeys(wanted):
             if wanted.count(user) > 1:
@@ -148,26 +147,29 @@ class ScramAdmin:
     def _failures(
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
     ) -> dict[str, tuple[Errors, str]]:
-        """The first failure of each user that has one, checked in Kafka's order."""
+        """The first failure of each user that has one, checked in Kafka's order
+        (``ScramControlManager.alterCredentials``): the deletions, then the upsertions; a user keeps the
+        first failure of its entries, and a second entry for a user whose first was accepted, whatever
+        its mechanism, fails the user with DUPLICATE_RESOURCE."""
         failures: dict[str, tuple[Errors, str]] = {}
+        accepted: set[str] = set()
         credentials = self.follower.image.credentials
         entries = [(d.user, d.mechanism, None) for d in deletions] + [
             (u.user, u.mechanism, u) for u in upsertions
         ]
-        counts = Counter((user, mechanism) for user, mechanism, _ in entries)
         for user, mechanism, upsertion in entries:
             if user in failures:
                 continue
             failure: tuple[Errors, str] | None = None
-            if not user:
-                failure = (Errors.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-            elif mechanism not in _MECHANISMS:
-                failure = (Errors.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
-            elif counts[user, mechanism] > 1:
+            if user in accepted:
                 failure = (
                     Errors.DUPLICATE_RESOURCE,
                     "A user credential cannot be altered twice in the same request",
                 )
+            elif not user:
+                failure = (Errors.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+            elif mechanism not in _MECHANISMS:
+                failure = (Errors.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
             elif upsertion is None:
                 if credentials.scram(_MECHANISMS[mechanism], user) is None:
                     failure = (
@@ -178,6 +180,8 @@ class ScramAdmin:
                 failure = _upsertion_failure(upsertion)
             if failure is not None:
                 failures[user] = failure
+            else:
+                accepted.add(user)
         return failures
 
     async def _write(self, changes: Sequence[ScramChange], principal: str) -> tuple[Errors, str] | None:

@@ -116,7 +116,7 @@ async def test_QUO_2_ip_quota_goes_to_connection_quotas() -> None:
         (E(ip="not-an-ip"), "connection_creation_rate", 1, "not a valid IP"),
         (E("u", None), "producer_byte_rate", 0, "greater than 0"),
         (E("u", None), "producer_byte_rate", -5, "greater than 0"),
-        (E("u", None), "producer_byte_rate", 1.5, "must be a Long"),
+        (E("u", None), "producer_byte_rate", 1.5, "producer_byte_rate cannot be a fractional value"),
         (E("u", None), "producer_byte_rate", 2.0**64, "too large"),
         (E(ip=DEFAULT), "connection_creation_rate", 2**31, "too large"),
         (E("u", None), "request_percentage", float("nan"), "Invalid value"),

@@ -1,6 +1,6 @@
 """Dynamic broker configs (connection quotas) through the config log: applied at run time on every
 replica, a raised limit waking the acceptors that wait, a removed key restoring the static value; and
-the admin's Kafka answers (INVALID_CONFIG, CLUSTER_AUTHORIZATION_FAILED)."""
+the admin's Kafka answers (INVALID_REQUEST, INVALID_CONFIG, CLUSTER_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -98,18 +98,24 @@ async def test_kafkas_answers_for_bad_keys_values_operations_and_principals(tmp_
             "Cannot update these configs dynamically: log.retention.ms",
         ),
         ([("max.connections", ConfigOp.SET, "many")], "Not a number of type INT"),
-        ([("max.connection.creation.rate", ConfigOp.SET, "0")], "Value must be at least 1"),
+        ([("max.connection.creation.rate", ConfigOp.SET, "-1")], "Value must be at least 0"),
+        ([("max.connection.creation.rate", ConfigOp.SET, "0")], "Invalid dynamic configuration"),
         (
             [("max.connections.per.ip.overrides", ConfigOp.SET, "10.0.0.1")],
             "max.connections.per.ip.overrides",
         ),
-        ([("max.connections", ConfigOp.APPEND, "1")], "Config value append is not allowed"),
+        ([("max.connections.per.ip.overrides", ConfigOp.SET, "10.0.0.1:x")], 'For input string: "x"'),
     ]
-    for ops, message in cases:
+    for ops, message in cases:  # every refused value or key: INVALID_REQUEST, as a broker (KF3-C-11)
         error, text = await admin.broker_configs.alter(ADMIN, ops)
-        assert error is Errors.INVALID_CONFIG
+        assert error is Errors.INVALID_REQUEST
         assert text is not None
         assert message in text
+    error, text = await admin.broker_configs.alter(ADMIN, [("max.connections", ConfigOp.APPEND, "1")])
+    assert (error, text) == (
+        Errors.INVALID_CONFIG,
+        "Config value append is not allowed for config key: max.connections",
+    )
     stranger = ClientContext(principal="User:bob")
     assert (await admin.broker_configs.alter(stranger, [("max.connections", ConfigOp.SET, "1")]))[0] is (
         Errors.CLUSTER_AUTHORIZATION_FAILED
@@ -124,7 +130,7 @@ async def test_AUD_C17_the_quota_callback_class_is_not_a_dynamic_broker_config(t
     admin = _replica(tmp_path, "r1")
     ops = [("client.quota.callback.class", ConfigOp.SET, "quotas.callback.ReplicaShareQuotaCallback")]
     error, text = await admin.broker_configs.alter(ADMIN, ops)
-    assert error is Errors.INVALID_CONFIG
+    assert error is Errors.INVALID_REQUEST
     assert text is not None
     assert "Cannot update these configs dynamically: client.quota.callback.class" in text
     assert admin.follower.log.latest_version() == -1

@@ -65,10 +65,8 @@ def test_the_stored_credential_of_a_salted_password_is_rfc_5802s() -> None:
 
 async def test_an_upserted_credential_authenticates_on_every_replica_and_is_described(tmp_path: Path) -> None:
     one, two = _replica(tmp_path, "r1"), _replica(tmp_path, "r2")
-    results = await one.scram.alter(
-        ADMIN, [], [_upsertion("bob", "bob-secret"), _upsertion("bob", "b", SHA512, 8192)]
-    )
-    assert results == [UserResult("bob", Errors.NONE, None)]
+    for upsertion in (_upsertion("bob", "bob-secret"), _upsertion("bob", "b", SHA512, 8192)):
+        assert await one.scram.alter(ADMIN, [], [upsertion]) == [UserResult("bob", Errors.NONE, None)]
     await two.follower.catch_up()
     for replica in (one, two):
         credentials = replica.follower.image.credentials
@@ -80,7 +78,7 @@ async def test_an_upserted_credential_authenticates_on_every_replica_and_is_desc
         [UserResult("bob", Errors.NONE, None, ((SHA256, 4096), (SHA512, 8192)))],
     )
     history = await one.follower.history(-1)
-    assert len(history) == 2  # one record per mechanism, in one change
+    assert len(history) == 2  # one record per mechanism
     assert all(b"bob-secret" not in repr(record).encode() for record in history)
 
 
@@ -120,11 +118,17 @@ async def test_a_deletion_removes_a_users_file_credential_too(tmp_path: Path) ->
             Errors.UNACCEPTABLE_CREDENTIAL,
             "Too many iterations",
         ),
-        (
-            [ScramDeletion("carol", SHA256)],
-            [_upsertion("carol", "pw")],
+        (  # one change per user and request, whatever the mechanisms (U4)
+            [],
+            [_upsertion("carol", "pw"), _upsertion("carol", "pw", SHA512)],
             Errors.DUPLICATE_RESOURCE,
             "A user credential cannot be altered twice in the same request",
+        ),
+        (  # a user keeps its first failure: the deletion's, not the duplicate's
+            [ScramDeletion("carol", SHA256)],
+            [_upsertion("carol", "pw")],
+            Errors.RESOURCE_NOT_FOUND,
+            "Attempt to delete a user credential that does not exist",
         ),
         (
             [ScramDeletion("carol", SHA512)],

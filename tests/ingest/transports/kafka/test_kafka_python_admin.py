@@ -212,7 +212,7 @@ async def test_AUD_H8_kafka_python_changes_the_connection_quotas_at_run_time_as_
             raise_on_unknown=False,
         )
         assert _errors(refused) == [
-            "[Error 40] InvalidConfigurationError: Invalid value lots for configuration max.connections: "
+            "[Error 42] InvalidRequestError: Invalid value lots for configuration max.connections: "
             "Not a number of type INT"
         ]
 
@@ -304,14 +304,11 @@ async def test_T3_11_deleting_every_scram_credential_of_a_user_refuses_its_plain
         port = sink.kafka_port
         dev = await asyncio.to_thread(_kafka_python_admin, port, "dev", "dev-secret", "PLAIN")
         await asyncio.to_thread(dev.close)  # dev logs in with the users file's password
-        removed = await call(
-            "alter_user_scram_credentials",
-            [
-                UserScramCredentialDeletion("dev", ScramMechanism.SCRAM_SHA_256),
-                UserScramCredentialDeletion("dev", ScramMechanism.SCRAM_SHA_512),
-            ],
-        )
-        assert removed == {"dev": None}
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):  # one a request (U4)
+            removed = await call(
+                "alter_user_scram_credentials", [UserScramCredentialDeletion("dev", mechanism)]
+            )
+            assert removed == {"dev": None}
         caplog.set_level(logging.INFO, logger="ingest.transports.kafka")
         with pytest.raises(KafkaError):  # kafka-python retries until its bootstrap gives up
             await asyncio.to_thread(_refused_login, port, "dev", "dev-secret", "PLAIN")
