@@ -179,7 +179,7 @@ class QuotaEntityError(QuotaError, ValueError):
 def validate_quota(entity: ClientQuotaEntity, key: str, value: float | None) -> None:
     """Check one quota alteration as Kafka's controller does (QUO-2); raise QuotaEntityError.
 
-    A ``None`` value removes the key.
+    A ``None`` value removes the key; a removal of a key the entity cannot have removes nothing.
     """
     if entity.user is None and entity.client_id is None and entity.ip is None:
         raise QuotaEntityError("Invalid empty client quota entity")
@@ -193,15 +193,13 @@ def validate_quota(entity: ClientQuotaEntity, key: str, value: float | None) -> 
                 ipaddress.ip_address(entity.ip)
             except ValueError as exc:
                 raise QuotaEntityError(f"{entity.ip} is not a valid IP or resolvable host.") from exc
-        if key != CONNECTION_CREATION_RATE:
-            raise QuotaEntityError(f"Invalid configuration key {key}")
-    elif key not in _TYPE_BY_KEY:
-        raise QuotaEntityError(f"Invalid configuration key {key}")
     for part in (entity.user, entity.client_id, entity.ip):
         if part == "":
             raise QuotaEntityError("Invalid empty client quota entity name; use the default entity instead")
-    if value is None:
+    if value is None:  # a removal: Kafka checks neither its key nor its value (KF3-Q4)
         return
+    if key not in ((CONNECTION_CREATION_RATE,) if entity.ip is not None else _TYPE_BY_KEY):
+        raise QuotaEntityError(f"Invalid configuration key {key}")
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise QuotaEntityError(f"Invalid value {value!r} for configuration key {key}")
     if value <= 0:

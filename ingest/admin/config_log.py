@@ -64,6 +64,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from exporters.delta.appender import latest, sync_local_table
 from exporters.delta.schema import CONFIG_LOG_SCHEMA
 from ingest.admin.dynamic_configs import BrokerConfigChange, DynamicBrokerConfigs
+from ingest.handler_time import waiting
 from ingest.security.sasl import SaslCredentials, ScramCredential
 from quotas import DEFAULT, ClientQuotaEntity, QuotaEntityError, QuotaManagers
 from quotas.entities import (
@@ -544,17 +545,22 @@ class ConfigLogFollower:
 
         ``read_version``: the image offset the change was prepared from (``ConfigLog.append``). On a
         conflict the image is brought up to the log before ConfigConflictError is raised, so that a
-        retry is prepared from the state that won."""
-        async with self._lock:
-            try:
-                version = await asyncio.to_thread(
-                    self.log.append, changes, principal, now_ms, read_version=read_version
-                )
-            except ConfigConflictError:
-                await self._catch_up_logged()
-                raise
-            await self._catch_up_logged()  # the change is in the log: a failed read changes nothing
-            return version
+        retry is prepared from the state that won.
+
+        The writer's request waits meanwhile (``waiting``): the commit is the config log's work, as a
+        broker forwards an admin write to its controller and charges the request quota only its own
+        handling (KF3-D8)."""
+        with waiting():
+            async with self._lock:
+                try:
+                    version = await asyncio.to_thread(
+                        self.log.append, changes, principal, now_ms, read_version=read_version
+                    )
+                except ConfigConflictError:
+                    await self._catch_up_logged()
+                    raise
+                await self._catch_up_logged()  # the change is in the log: a failed read changes nothing
+                return version
 
     async def write_absolute(
         self, changes: Sequence[ConfigChange], principal: str, now_ms: int, *, retries: int = 1

@@ -107,10 +107,12 @@ class ScramAdmin:
         results = []
         for user in dict.fromkeys(wanted):
             if wanted.count(user) > 1:
-                message = "Cannot describe SCRAM credentials for the same user twice in a single request"
+                message = (
+                    "Cannot describe SCRAM credentials for the same user twice in a single request: " + user
+                )
                 results.append(UserResult(user, Errors.DUPLICATE_RESOURCE, message))
             elif user not in known:
-                message = "Attempt to describe a user credential that does not exist"
+                message = f"Attempt to describe a user credential that does not exist: {user}"  # ScramImage
                 results.append(UserResult(user, Errors.RESOURCE_NOT_FOUND, message))
             else:
                 credentials = tuple(

@@ -130,6 +130,14 @@ def test_QUO_2_invalid_alterations_are_rejected(
         managers.alter(entity, key, value)
 
 
+def test_KF3_Q4_removing_a_key_the_entity_cannot_have_removes_nothing_and_is_no_error() -> None:
+    managers = create_quota_managers(QuotaConfig(), FakeClock())
+    managers.alter(E("u", None), "bogus", None)
+    managers.alter(E(ip="1.2.3.4"), "producer_byte_rate", None)
+    with pytest.raises(QuotaEntityError, match="empty client quota entity name"):
+        managers.alter(E("", None), "bogus", None)  # the entity is still checked
+
+
 def test_QUO_2_integral_values_tolerate_tiny_fractions() -> None:
     managers = create_quota_managers(QuotaConfig(), FakeClock())
     managers.alter(E("u", None), "producer_byte_rate", 1000.0000001)

@@ -200,8 +200,10 @@ class KafkaApis:
         }
         assert set(self._handlers) == set(SUPPORTED_VERSIONS)
 
-    async def respond(self, frame: bytes, connection: KafkaConnection) -> Answer:
-        """The answer to one request frame; FrameError when the connection is to be closed."""
+    async def respond(self, frame: bytes, connection: KafkaConnection, *, quotas: bool = True) -> Answer:
+        """The answer to one request frame; FrameError when the connection is to be closed.
+        ``quotas=False``: the authenticator's ApiVersions before SASL authentication, which a broker
+        answers outside ``KafkaApis`` and every quota (nothing recorded, never throttled: KF3-S4)."""
         clock = self.network_clock
         started = clock()
         api_key, api_version, correlation_id = peek_header(frame)
@@ -211,12 +213,14 @@ class KafkaApis:
         if not versions[0] <= api_version <= versions[1]:
             if api_key == API_VERSIONS:  # answered in v0, which every client reads (KIP-511)
                 response = encode_response(API_VERSIONS, 0, correlation_id, self._unsupported_api_versions())
+                if not quotas:
+                    return Answer(response, self.network_clock, lambda _: None)
                 return self._answer(response, lambda: self._quota_client(None, connection), clock() - started)
             raise FrameError(f"api key {api_key} version {api_version} is not supported")
         header, body = parse_request(frame, api_key, api_version)
         network_ns = clock() - started
         who = functools.cache(lambda: self._quota_client(header, connection))  # once for both records
-        if api_key in _RECORDED_BY_THE_PIPELINE:
+        if api_key in _RECORDED_BY_THE_PIPELINE or not quotas:
             response = await self._handlers[api_key](header, body, connection)
         else:
             with metering() as meter:
@@ -227,6 +231,8 @@ class KafkaApis:
             encoded = encode_response(api_key, api_version, correlation_id, response)
         except Exception as exc:  # a value the version cannot carry, from what the client sent
             raise FrameError(f"no {api_key}v{api_version} answer can carry this: {exc!r}") from exc
+        if not quotas:
+            return Answer(encoded, self.network_clock, lambda _: None)
         return self._answer(encoded, who, network_ns + clock() - started)
 
     def _answer(self, frame: bytes, who: Callable[[], ClientContext], network_ns: int) -> Answer:

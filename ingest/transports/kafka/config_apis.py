@@ -28,7 +28,7 @@ INVALID_REQUEST for every resource.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -94,10 +94,13 @@ class ConfigApis:
     async def describe_configs(self, header: RequestHeader, body: Any, connection: Any) -> Any:
         schema = response_schema(DESCRIBE_CONFIGS, header.api_version)
         client = self._client(header, connection)
-        results = tuple(self._described(schema, client, resource) for resource in body.resources)
+        synonyms = bool(getattr(body, "include_synonyms", False))
+        results = tuple(self._described(schema, client, resource, synonyms) for resource in body.resources)
         return build(schema, throttle_time=_ZERO_MS, results=results)
 
-    def _described(self, schema: type[Any], client: ClientContext | str, resource: Any) -> Any:
+    def _described(
+        self, schema: type[Any], client: ClientContext | str, resource: Any, synonyms: bool
+    ) -> Any:
         result = nested(schema, "DescribeConfigsResult")
         code, message, configs = ErrorCode.none, None, ()
         if isinstance(client, str):
@@ -106,11 +109,13 @@ class ConfigApis:
             code, message, configs = self._broker_described(schema, client, resource)
         elif resource.resource_type != CLIENT_METRICS:
             code, message = ErrorCode.invalid_request, _UNSUPPORTED
+        elif not resource.resource_name:  # the broker's ConfigHelper (KF3-C-4)
+            code, message = ErrorCode.invalid_request, "Client metrics subscription name must not be empty"
         else:
             described = self.admin.describe_subscription(client, resource.resource_name)
             code, message = ErrorCode(described.error), described.message
             if described.value is not None and described.error is Errors.NONE:
-                configs = self._entries(schema, described.value, resource.configuration_keys)
+                configs = self._entries(schema, described.value, resource.configuration_keys, synonyms)
         return build(
             result,
             error_code=code,
@@ -149,13 +154,17 @@ class ConfigApis:
                     documentation=None,
                 )
                 for key, (value, dynamic) in configs.items()
-                if keys is None or key in keys
+                if not keys or key in keys
             ),
         )
 
-    def _entries(self, schema: type[Any], properties: dict[str, PropertyValue], keys: Any) -> tuple[Any, ...]:
+    def _entries(
+        self, schema: type[Any], properties: dict[str, PropertyValue], keys: Any, synonyms: bool
+    ) -> tuple[Any, ...]:
+        """A subscription's keys; with ``synonyms``, a set key's one synonym, as a broker (KF3-C-2)."""
         entry = nested(schema, "DescribeConfigsResourceResult")
-        wanted = CONFIG_KEYS if keys is None else [k for k in CONFIG_KEYS if k in keys]
+        synonym = nested(schema, "DescribeConfigsSynonym") if synonyms else None
+        wanted = [k for k in CONFIG_KEYS if not keys or k in keys]  # null or empty: every key (KF3-C-3)
         return tuple(
             build(
                 entry,
@@ -164,7 +173,13 @@ class ConfigApis:
                 read_only=False,
                 config_source=_DYNAMIC_CLIENT_METRICS_CONFIG if key in properties else _DEFAULT_CONFIG,
                 is_sensitive=False,
-                synonyms=(),
+                synonyms=()
+                if synonym is None or key not in properties
+                else (
+                    build(
+                        synonym, name=key, value=_text(properties[key]), source=_DYNAMIC_CLIENT_METRICS_CONFIG
+                    ),
+                ),
                 config_type=_INT if key == INTERVAL_MS_CONFIG else _LIST,
                 documentation=None,
             )
@@ -185,7 +200,7 @@ class ConfigApis:
 
     async def alter_configs(self, header: RequestHeader, body: Any, connection: Any) -> Any:
         async def alter(client: ClientContext, resource: Any) -> AdminResult[int]:
-            properties = {c.name: c.value for c in resource.configs if c.value is not None}
+            properties = {c.name: c.value or "" for c in resource.configs}  # nulls refused: malformed
             return await self.admin.alter_subscription(
                 client, resource.resource_name, properties, validate_only=body.validate_only
             )
@@ -204,8 +219,13 @@ class ConfigApis:
         response = nested(schema, "AlterConfigsResourceResponse")
         client = self._client(header, connection)
         answers, throttle_ms = [], 0
-        for resource in body.resources:
-            code, message, throttled_ms = await self._alter_one(api_key, client, resource, body, alter)
+        refused = malformed(body.resources, incremental=api_key == INCREMENTAL_ALTER_CONFIGS)
+        for k, resource in enumerate(body.resources):
+            message: str | None
+            if k in refused:
+                code, message, throttled_ms = ErrorCode.invalid_request, refused[k], 0
+            else:
+                code, message, throttled_ms = await self._alter_one(api_key, client, resource, body, alter)
             throttle_ms = max(throttle_ms, throttled_ms)
             answers.append(
                 build(
@@ -215,6 +235,10 @@ class ConfigApis:
                     resource_type=resource.resource_type,
                     resource_name=resource.resource_name,
                 )
+            )
+        if throttle_ms > 0 and not isinstance(client, str):  # the mutation throttle mutes too (KF3-D25)
+            self.admin.quotas.controller_mutation.throttle(
+                client.principal, client.client_id or "", throttle_ms, connection, self.admin.now_ms()
             )
         return build(
             schema, throttle_time=datetime.timedelta(milliseconds=throttle_ms), responses=tuple(answers)
@@ -279,3 +303,30 @@ class ConfigApis:
                 build(resource, resource_name=name, resource_type=CLIENT_METRICS) for name in names
             ),
         )
+
+
+def malformed(resources: Sequence[Any], *, incremental: bool) -> dict[int, str]:
+    """The resources of an (Incremental)AlterConfigs request that a broker refuses with INVALID_REQUEST
+    before looking at what they change, by index, with its message (``ConfigAdminManager.preprocess``,
+    KF3-C-6, KF3-C-8): every copy of a resource named twice, a resource naming a key twice, and one
+    with a null value for anything but a DELETE (AlterConfigs has no DELETE: any null)."""
+    refused: dict[int, str] = {}
+    first: dict[tuple[int, str], int] = {}
+    for k, resource in enumerate(resources):
+        seen = first.setdefault((resource.resource_type, resource.resource_name), k)
+        if seen != k:
+            refused[seen] = refused[k] = "Each resource must appear at most once."
+    for k, resource in enumerate(resources):
+        if k in refused:
+            continue
+        names = [config.name for config in resource.configs]
+        nulls = [
+            config.name
+            for config in resource.configs
+            if config.value is None and not (incremental and config.config_operation == ConfigOp.DELETE)
+        ]
+        if len(set(names)) != len(names):
+            refused[k] = "Error due to duplicate config keys"
+        elif nulls:
+            refused[k] = "Null value not supported for : " + ", ".join(nulls)
+    return refused

@@ -110,6 +110,7 @@ class _Connection:
         "_memory_wait",
         "_reader",
         "_software",
+        "_throttles",
         "_unmuted",
         "_writer",
         "busy",
@@ -134,6 +135,7 @@ class _Connection:
         self._writer = writer
         self._unmuted = asyncio.Event()
         self._unmuted.set()
+        self._throttles = 0
         self._software = (_UNKNOWN, _UNKNOWN)
         self._contexts: dict[str | None, ClientContext] = {}
         self.busy = False
@@ -159,7 +161,7 @@ class _Connection:
 
     async def _api_versions(self, frame: bytes) -> bytes:
         """ApiVersions while authenticating: answered by the authenticator, outside every quota."""
-        return (await self._listener.apis.respond(frame, self)).frame
+        return (await self._listener.apis.respond(frame, self, quotas=False)).frame
 
     # -- KafkaConnection ------------------------------------------------------------------------
 
@@ -186,10 +188,15 @@ class _Connection:
         self._contexts.clear()
 
     def start_throttling(self) -> None:
+        """Muted until every throttle started ends: a response throttled by two quotas (request time
+        and mutations) stays muted for the longer one, as a broker mutes it once for the larger (KF3-R6)."""
+        self._throttles += 1
         self._unmuted.clear()
 
     def end_throttling(self) -> None:
-        self._unmuted.set()
+        self._throttles = max(0, self._throttles - 1)
+        if self._throttles == 0:
+            self._unmuted.set()
 
     # -- serving ------------------------------------------------------------------------------
 
@@ -217,7 +224,8 @@ class _Connection:
             except FrameError as exc:
                 self._close_because(str(exc))
                 return
-            if close and response is not None and not await self._failed_authentication_delay():
+            # every failed authentication closes after the delay, answered or not (KF3-S5, KF3-S7)
+            if close and not await self._failed_authentication_delay():
                 self._close_because("the client went away during the failed-authentication delay")
                 return
             if isinstance(response, Answer):

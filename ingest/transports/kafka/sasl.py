@@ -126,7 +126,9 @@ class KafkaSasl:
         if self._state is not _State.COMPLETE:
             return True
         api_key = peek_header(frame)[0]
-        if api_key == SASL_HANDSHAKE and self.supports_reauthentication:
+        # only a session that expires may be renewed (Kafka's KafkaChannel: without an expiry the
+        # handshake goes to the APIs, which answer ILLEGAL_SASL_STATE; KF3-S15)
+        if api_key == SASL_HANDSHAKE and self.supports_reauthentication and self.expires_at_ms is not None:
             self._begin_reauthentication()
             return True
         if self.expires_at_ms is not None and self._now_ms() >= self.expires_at_ms:
@@ -148,8 +150,11 @@ class KafkaSasl:
             if low <= api_version <= high:
                 self._state = _State.HANDSHAKE
             return await self._api_versions(frame), False
-        if api_key != SASL_HANDSHAKE:
-            raise FrameError(f"Unexpected Kafka request of type {api_key} during SASL handshake")
+        if api_key != SASL_HANDSHAKE:  # unanswered, closed after the failed-authentication delay (KF3-S5)
+            log.info(
+                "SASL authentication failed: Unexpected Kafka request of type %s during handshake", api_key
+            )
+            return None, True
         return self._handshake(frame)
 
     def _handshake(self, frame: bytes) -> tuple[bytes | None, bool]:

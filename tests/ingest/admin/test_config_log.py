@@ -23,6 +23,7 @@ from ingest.admin.config_log import (
     QuotaChange,
     SubscriptionChange,
 )
+from ingest.handler_time import metering
 from quotas import (
     DEFAULT,
     ClientQuotaEntity,
@@ -339,3 +340,25 @@ def test_config_log_errors_are_api_errors_carrying_the_code_the_admin_answers() 
     assert isinstance(unacknowledged, ApiError)
     assert isinstance(conflict, config_log_module.ConfigLogError)
     assert (unacknowledged.error, conflict.error) == (Errors.UNKNOWN_SERVER_ERROR, Errors.NOT_CONTROLLER)
+
+
+async def test_KF3_D8_an_admin_write_is_not_charged_the_config_logs_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker forwards an admin write to its controller and charges the request quota only its own
+    handling; here the config log's commit is the controller's part, so the writer's meter pauses."""
+    clock_ns = [0]
+    follower = replica(tmp_path / "log", "a", FakeClock())
+    append = follower.log.append
+
+    def slow_commit(*args: Any, **kwargs: Any) -> int:
+        clock_ns[0] += 500_000_000  # a slow commit: half a second
+        return append(*args, **kwargs)
+
+    monkeypatch.setattr(follower.log, "append", slow_commit)
+    with metering(lambda: clock_ns[0]) as meter:
+        clock_ns[0] += 1_000  # the request's own handling, before and after
+        await follower.write([SubscriptionChange("s", {"metrics": ["org.apache.kafka."]})], "User:admin", 0)
+        clock_ns[0] += 1_000
+    assert meter.total_ns() == 2_000
+    assert follower.image.version == 0  # and the change was written and applied

@@ -161,10 +161,12 @@ async def test_describe_errors_and_authorization_are_kafkas(tmp_path: Path) -> N
             UserResult(
                 "alice",
                 Errors.DUPLICATE_RESOURCE,
-                "Cannot describe SCRAM credentials for the same user twice in a single request",
+                "Cannot describe SCRAM credentials for the same user twice in a single request: alice",
             ),
             UserResult(
-                "zed", Errors.RESOURCE_NOT_FOUND, "Attempt to describe a user credential that does not exist"
+                "zed",
+                Errors.RESOURCE_NOT_FOUND,
+                "Attempt to describe a user credential that does not exist: zed",
             ),
         ],
     )

@@ -23,6 +23,7 @@ from kio.schema.describe_client_quotas.v1 import request as describe_v1
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
+from kio.schema.incremental_alter_configs.v1 import request as incremental_v1
 from kio.schema.metadata.v0 import request as metadata_v0
 from kio.schema.metadata.v10 import request as metadata_v10
 from kio.schema.metadata.v12 import request as metadata_v12
@@ -414,6 +415,57 @@ async def test_QUO_12_alter_client_quotas_over_the_mutation_quota_is_refused_wit
         assert codes.count(ErrorCode.none) == 12
         assert codes[-1] == ErrorCode.throttling_quota_exceeded
         assert throttle > 0
+
+
+async def test_KF3_D25_a_subscription_change_over_the_mutation_quota_mutes_the_connection(
+    tmp_path: Path,
+) -> None:
+    """As a broker's ``sendResponseMaybeThrottleWithControllerQuota``: the mutation throttle in the
+    answer also mutes the connection, so a client that ignores ``throttle_time_ms`` waits anyway."""
+    clock = SteppedClock()
+    async with serving_kafka(tmp_path, clock=clock) as served:
+        served.quotas.alter(ClientQuotaEntity(user="<default>"), "controller_mutation_rate", 1.0)
+        client = await served.connect()
+
+        def change(n: int) -> object:
+            config = incremental_v1.AlterableConfig(
+                name="interval.ms", config_operation=i8(0), value=str(1000 + n)
+            )
+            resource = incremental_v1.AlterConfigsResource(
+                resource_type=i8(16), resource_name="kafka", configs=(config,)
+            )
+            return incremental_v1.IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+
+        throttle_ms = 0
+        for n in range(20):
+            answer = await client.request(change(n))
+            throttle_ms = round(answer.throttle_time.total_seconds() * 1000)
+            if throttle_ms > 0:
+                break
+        assert throttle_ms > 0
+        (connection,) = served.listener._serving.values()
+        assert not connection._unmuted.is_set()  # muted: the next request is not read until it ends
+        correlation_id = client.send(change(99))
+        clock.advance(throttle_ms)
+        assert (await client.response(44, 1, correlation_id)).responses[0].resource_name == "kafka"
+        assert connection._unmuted.is_set()
+
+
+async def test_KF3_R6_a_connection_throttled_by_two_quotas_stays_muted_for_the_longer(tmp_path: Path) -> None:
+    clock = SteppedClock()
+    async with serving_kafka(tmp_path, clock=clock) as served:
+        client = await served.connect()
+        await client.request(ApiVersionsV0())
+        (connection,) = served.listener._serving.values()
+        now = clock.now_ms()
+        served.quotas.request.throttle("User:ANONYMOUS", "kio-test", 100, connection, now)
+        served.quotas.controller_mutation.throttle("User:ANONYMOUS", "kio-test", 1000, connection, now)
+        assert not connection._unmuted.is_set()
+        clock.advance(100)
+        await eventually(lambda: len(served.quotas.request.throttle_queue) == 0)
+        assert not connection._unmuted.is_set()  # the request throttle is over, the mutation one is not
+        clock.advance(900)
+        await eventually(connection._unmuted.is_set)
 
 
 # -- frames the listener will not answer -------------------------------------------------------

@@ -24,6 +24,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as SaslHan
 
 from ingest.security.sasl import MECHANISMS, SaslCredentials
 from ingest.transports.kafka import SaslSettings
+from quotas import DEFAULT, ClientQuotaEntity
 from tests.support.clock import FakeClock, SteppedClock, eventually
 from tests.support.kafka import KafkaClient, KafkaServed, serving_kafka
 
@@ -208,7 +209,7 @@ async def test_an_expired_session_is_closed_on_its_next_request(tmp_path: Path) 
 
 
 async def test_reauthentication_cannot_change_the_principal_or_the_mechanism(tmp_path: Path) -> None:
-    async with sasl_listener(tmp_path) as served:
+    async with sasl_listener(tmp_path, reauth_ms=60_000) as served:  # a session that expires renews
         client = await served.connect()
         await _authenticate(client)
         other = await _authenticate(client, b"\0bob\0bob-secret")
@@ -267,3 +268,70 @@ async def test_describe_user_scram_credentials_over_the_wire_for_super_users_onl
         await _authenticate(bob, b"\0bob\0bob-secret")
         refused = await bob.request(DescribeUserScramCredentialsRequest(users=None))
         assert (refused.error_code, refused.results) == (ErrorCode.cluster_authorization_failed, ())
+
+
+async def test_KF3_S4_apiversions_before_authentication_is_outside_every_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker's authenticator answers it outside ``KafkaApis``: nothing is recorded, nothing throttled,
+    even with a request quota on every client; once authenticated, requests are recorded again."""
+    async with sasl_listener(tmp_path) as served:
+        quotas = served.pipeline.quotas
+        quotas.alter(ClientQuotaEntity(client_id=DEFAULT), "request_percentage", 0.01)
+        recorded: list[str] = []
+        for name in ("record_request_time", "record_network_time"):
+            real = getattr(quotas.request, name)
+
+            def spy(principal: str, *args: Any, real: Any = real) -> Any:
+                recorded.append(principal)
+                return real(principal, *args)
+
+            monkeypatch.setattr(quotas.request, name, spy)
+        for _ in range(20):  # one ApiVersions a connection, as the authenticator allows
+            client = await served.connect()
+            versions = await client.request(
+                ApiVersionsRequest(client_software_name="kio", client_software_version="1")
+            )
+            assert versions.throttle_time.total_seconds() == 0
+        assert recorded == []
+        await _authenticate(client)
+        await client.request(METADATA)
+        await eventually(lambda: "User:alice" in recorded)
+
+
+async def _closed_only_after_the_delay(client: KafkaClient, clock: SteppedClock) -> None:
+    """The server holds the close for connection.failed.authentication.delay.ms (100 ms), then closes."""
+    await eventually(lambda: clock.pending == [100])
+    closed = asyncio.ensure_future(client.closed_by_server())
+    await asyncio.sleep(0)
+    assert not closed.done()
+    clock.advance(100)
+    assert await closed
+
+
+async def test_KF3_S5_a_request_before_the_handshake_is_closed_only_after_the_delay(tmp_path: Path) -> None:
+    clock = SteppedClock()
+    async with sasl_listener(tmp_path, clock=clock) as served:
+        client = await served.connect()
+        client.send(METADATA)
+        await _closed_only_after_the_delay(client, clock)
+
+
+async def test_KF3_S7_a_bare_v0_token_that_fails_is_closed_only_after_the_delay(tmp_path: Path) -> None:
+    clock = SteppedClock()
+    async with sasl_listener(tmp_path, clock=clock) as served:
+        client = await served.connect()
+        assert (await client.request(SaslHandshakeV0(mechanism="PLAIN"))).error_code == ErrorCode.none
+        token = b"\0alice\0guess"
+        client.send_raw(struct.pack(">i", len(token)) + token)
+        await _closed_only_after_the_delay(client, clock)
+
+
+async def test_KF3_S15_without_a_session_expiry_a_second_handshake_is_illegal_sasl_state(
+    tmp_path: Path,
+) -> None:
+    async with sasl_listener(tmp_path, reauth_ms=0) as served:
+        client = await served.connect()
+        assert (await _authenticate(client)).error_code == ErrorCode.none
+        again = await client.request(SaslHandshakeV1(mechanism="PLAIN"))
+        assert again.error_code == ErrorCode.illegal_sasl_state

@@ -1,0 +1,176 @@
+"""The admin APIs on the wire, where Kafka's tools never go: the same hand-made DescribeConfigs,
+IncrementalAlterConfigs, AlterConfigs and DescribeUserScramCredentials requests (kio's schemas) sent to
+the real broker and to the sink's Kafka listener, and their answers compared field by field
+(docs/kafka-oracle.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kio.schema.alter_configs.v2 import request as alter
+from kio.schema.describe_configs.v4 import request as describe
+from kio.schema.describe_user_scram_credentials.v0 import request as scram
+from kio.schema.incremental_alter_configs.v1 import request as incremental
+from kio.static.primitive import i8
+
+from tests.support.kafka import KafkaClient
+from tests.support.kafka_broker import KafkaOracle
+from tests.support.process import Running
+
+pytestmark = pytest.mark.integration
+
+CLIENT_METRICS = i8(16)
+SET, DELETE, APPEND = i8(0), i8(1), i8(2)
+
+
+async def _answers(oracle: KafkaOracle, sink: Running, request: Any) -> tuple[Any, Any]:
+    """``request``'s response from the broker and from the sink."""
+    answers = []
+    for port in (oracle.broker.plaintext_port, sink.kafka_port):
+        client = await KafkaClient.connect(port)
+        try:
+            answers.append(await client.request(request))
+        finally:
+            client.close()
+    return answers[0], answers[1]
+
+
+def _results(response: Any) -> list[tuple[int, str | None, str]]:
+    return [(int(r.error_code), r.error_message, r.resource_name) for r in response.responses]
+
+
+def _set(name: str, value: str | None, operation: i8 = SET) -> incremental.AlterableConfig:
+    return incremental.AlterableConfig(name=name, config_operation=operation, value=value)
+
+
+def _resource(name: str, *configs: incremental.AlterableConfig) -> incremental.AlterConfigsResource:
+    return incremental.AlterConfigsResource(resource_type=CLIENT_METRICS, resource_name=name, configs=configs)
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        (_resource("wire-null", _set("interval.ms", None)),),
+        (_resource("wire-null", _set("metrics", None, APPEND), _set("interval.ms", None)),),
+        (_resource("wire-dup-key", _set("interval.ms", "1000"), _set("interval.ms", "2000")),),
+        (
+            _resource("wire-twice", _set("interval.ms", "1000")),
+            _resource("wire-twice", _set("interval.ms", "2000")),
+        ),
+        (_resource("wire-ok", _set("interval.ms", "1000")), _resource("wire-ok", _set("metrics", "a"))),
+        (_resource("wire-delete", _set("interval.ms", None, DELETE)),),
+    ],
+    ids=[
+        "null SET",
+        "null APPEND and SET",
+        "a key twice",
+        "a resource twice",
+        "a valid resource twice",
+        "null DELETE",
+    ],
+)
+async def test_KF3_C_6_malformed_incremental_alter_configs_are_refused_as_kafka_refuses_them(
+    kafka_oracle: KafkaOracle, sink: Running, resources: tuple[incremental.AlterConfigsResource, ...]
+) -> None:
+    request = incremental.IncrementalAlterConfigsRequest(resources=resources, validate_only=True)
+    kafka, ours = await _answers(kafka_oracle, sink, request)
+    assert _results(ours) == _results(kafka)
+
+
+async def test_KF3_C_8_a_null_value_in_alter_configs_is_refused_as_kafka_refuses_it(
+    kafka_oracle: KafkaOracle, sink: Running
+) -> None:
+    request = alter.AlterConfigsRequest(
+        resources=(
+            alter.AlterConfigsResource(
+                resource_type=CLIENT_METRICS,
+                resource_name="wire-legacy",
+                configs=(alter.AlterableConfig(name="interval.ms", value=None),),
+            ),
+        ),
+        validate_only=True,
+    )
+    kafka, ours = await _answers(kafka_oracle, sink, request)
+    assert _results(ours) == _results(kafka)
+
+
+async def _made_and_described(
+    oracle: KafkaOracle, sink: Running, name: str, keys: tuple[str, ...] | None, *, synonyms: bool = False
+) -> tuple[Any, Any]:
+    """A subscription made on both (interval and metrics set, match left out), then described."""
+    made = incremental.IncrementalAlterConfigsRequest(
+        resources=(_resource(name, _set("interval.ms", "60000"), _set("metrics", "org.apache.kafka.")),),
+        validate_only=False,
+    )
+    await _answers(oracle, sink, made)
+    resource = describe.DescribeConfigsResource(
+        resource_type=CLIENT_METRICS, resource_name=name, configuration_keys=keys
+    )
+    request = describe.DescribeConfigsRequest(
+        resources=(resource,), include_synonyms=synonyms, include_documentation=False
+    )
+    return await _answers(oracle, sink, request)
+
+
+@pytest.mark.parametrize("keys", [None, ()], ids=["null keys", "empty keys"])
+async def test_KF3_C_3_describe_configs_with_no_key_list_describes_every_key_as_kafka(
+    kafka_oracle: KafkaOracle, sink: Running, keys: tuple[str, ...] | None
+) -> None:
+    kafka, ours = await _made_and_described(kafka_oracle, sink, "wire-described", keys)
+
+    def configs(response: Any) -> list[tuple[int, str, str | None]]:
+        [result] = response.results
+        return [
+            (int(result.error_code), c.name, c.value) for c in sorted(result.configs, key=lambda c: c.name)
+        ]
+
+    assert configs(ours) == configs(kafka)
+    assert len(configs(kafka)) == 3
+
+
+async def test_KF3_C_4_describing_a_client_metrics_resource_without_a_name_answers_as_kafka(
+    kafka_oracle: KafkaOracle, sink: Running
+) -> None:
+    request = describe.DescribeConfigsRequest(
+        resources=(
+            describe.DescribeConfigsResource(
+                resource_type=CLIENT_METRICS, resource_name="", configuration_keys=None
+            ),
+        )
+    )
+    kafka, ours = await _answers(kafka_oracle, sink, request)
+    [k], [o] = kafka.results, ours.results
+    assert (int(o.error_code), o.error_message, len(o.configs)) == (
+        int(k.error_code),
+        k.error_message,
+        len(k.configs),
+    )
+
+
+async def test_KF3_C_2_a_set_key_is_described_with_its_one_synonym_as_kafka(
+    kafka_oracle: KafkaOracle, sink: Running
+) -> None:
+    kafka, ours = await _made_and_described(kafka_oracle, sink, "wire-synonyms", None, synonyms=True)
+
+    def configs(response: Any) -> list[tuple[Any, ...]]:
+        [result] = response.results
+        return [
+            (c.name, c.value, int(c.config_source), [(s.name, s.value, int(s.source)) for s in c.synonyms])
+            for c in sorted(result.configs, key=lambda c: c.name)
+        ]
+
+    assert configs(ours) == configs(kafka)
+
+
+async def test_describing_unknown_and_repeated_scram_users_answers_as_kafka(
+    kafka_oracle: KafkaOracle, sink: Running
+) -> None:
+    names = ("wire-nobody", "wire-twice", "wire-twice")
+    request = scram.DescribeUserScramCredentialsRequest(users=tuple(scram.UserName(name=n) for n in names))
+    kafka, ours = await _answers(kafka_oracle, sink, request)
+
+    def results(response: Any) -> list[tuple[str, int, str | None]]:
+        return sorted((r.user, int(r.error_code), r.error_message) for r in response.results)
+
+    assert (int(ours.error_code), results(ours)) == (int(kafka.error_code), results(kafka))
