@@ -1,10 +1,12 @@
-"""GetTelemetrySubscriptions on the wire: the same subscriptions set with ``kafka-client-metrics.sh`` on
-the real broker and on the sink, then the same client (client id, software name and version, instance
-id) asks both which metrics to send; subscription id, metrics, interval, compression types, delta
-temporality and max bytes must be the same (docs/kafka-oracle.md)."""
+"""The telemetry APIs on the wire: the same subscriptions set with ``kafka-client-metrics.sh`` on the real
+broker and on the sink, then the same client (client id, software name and version, instance id) asks
+both which metrics to send (subscription id, metrics, interval, compression types, delta temporality
+and max bytes must be the same) and pushes to both (the same answers, push by push)
+(docs/kafka-oracle.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -12,9 +14,12 @@ from typing import Any
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
+from kio.schema.push_telemetry.v0.request import PushTelemetryRequest
+from kio.static.primitive import i8
 
-from tests.support.kafka import KafkaClient
+from tests.support.kafka import KafkaClient, push_request
 from tests.support.kafka_broker import KafkaOracle
+from tests.support.otlp import metrics_data
 from tests.support.process import Running
 
 pytestmark = pytest.mark.integration
@@ -94,3 +99,53 @@ async def test_a_client_gets_the_same_subscription_from_the_sink_as_from_kafka(
     kafka = await _get(kafka_oracle.broker.plaintext_port, client_id, software, instance_id)
     ours = await _get(sink.kafka_port, client_id, software, instance_id)
     assert _answer(ours) == _answer(kafka)
+
+
+def _push(instance_id: uuid.UUID, subscription_id: int, **fields: Any) -> PushTelemetryRequest:
+    request = push_request(instance_id, subscription_id, metrics_data())
+    return dataclasses.replace(request, **fields)
+
+
+async def _pushes(port: int, instance_id: uuid.UUID, steps: list[dict[str, Any]]) -> list[int]:
+    """One connection: the client's Get, then each push of ``steps`` (fields over a valid push of the
+    subscription the Get gave; ``subscription_id`` an offset from it), back to back: the error codes."""
+    client = await KafkaClient.connect(port)
+    try:
+        await client.request(
+            ApiVersionsRequest(client_software_name="apache-kafka-java", client_software_version="4.4.0"),
+            "app-gate",
+        )
+        got = await client.request(
+            GetTelemetrySubscriptionsRequest(client_instance_id=instance_id), "app-gate"
+        )
+        codes = []
+        for step in steps:
+            fields = dict(step)
+            subscription_id = int(got.subscription_id) + fields.pop("subscription_offset", 0)
+            pushed = await client.request(_push(instance_id, subscription_id, **fields), "app-gate")
+            codes.append(int(pushed.error_code))
+        return codes
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [{}, {}],
+        [{"subscription_offset": 1}],
+        [{"compression_type": i8(9)}],
+        [{"metrics": b"\\0" * (1024 * 1024 + 1)}],
+        [{"terminating": True}, {"terminating": True}, {}],
+    ],
+    ids=["first push, then too early", "unknown subscription id", "unknown compression", "too large",
+         "terminating, twice, then a push"],
+)  # fmt: skip
+async def test_pushes_are_gated_as_kafka_gates_them(
+    kafka_oracle: KafkaOracle, sink: Running, subscribed: None, steps: list[dict[str, Any]]
+) -> None:
+    first = await _get(kafka_oracle.broker.plaintext_port, "app-gate", ("apache-kafka-java", "4.4.0"), None)
+    instance_id = first.client_instance_id
+    kafka = await _pushes(kafka_oracle.broker.plaintext_port, instance_id, steps)
+    ours = await _pushes(sink.kafka_port, instance_id, steps)
+    assert ours == kafka
