@@ -66,6 +66,21 @@ class Server:
         return body
 
 
+def server_command(root: str, port: int, health_port: int, *options: str) -> list[str]:
+    """``telemetry-sink sql-server`` on ``root`` with the tests' Spark settings and these ports."""
+    return [
+        *COMMAND,
+        "--data-root",
+        root,
+        *SPARK,
+        "--port",
+        str(port),
+        "--health-port",
+        str(health_port),
+        *options,
+    ]
+
+
 @contextmanager
 def sql_server(root: str, *options: str, connect: bool = False) -> Iterator[Server]:
     port, health_port = free_port(), free_port()
@@ -74,20 +89,7 @@ def sql_server(root: str, *options: str, connect: bool = False) -> Iterator[Serv
     if connect_port and "--connect-token-file" not in options:
         extra.append("--connect-insecure-loopback")  # a developer's loopback server: no token
     process = subprocess.Popen(
-        [
-            *COMMAND,
-            "--data-root",
-            root,
-            *SPARK,
-            "--port",
-            str(port),
-            "--health-port",
-            str(health_port),
-            *extra,
-            *options,
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
+        server_command(root, port, health_port, *extra, *options), stderr=subprocess.PIPE, text=True
     )
     said: list[str] = []
     drain: threading.Thread | None = None

@@ -31,7 +31,7 @@ from ingest.admin.config_log import ConfigLog, QuotaChange
 from quotas import ClientQuotaEntity
 from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
-from tests.spark_jobs.test_sql_server import BOB, COMMAND, SPARK, Server, _fetch, _stop
+from tests.spark_jobs.test_sql_server import BOB, Server, _fetch, _stop, server_command
 from tests.support.fleet import kafka_pushes, land, land_quota_samples
 from tests.support.process import free_port, line_matching
 
@@ -80,15 +80,7 @@ def read_only_sql_server(source: str, view: Path, cwd: Path, *options: str) -> I
     process = subprocess.Popen(
         [
             *("unshare", "--mount", "--propagation", "private", "sh", "-c", MOUNT, "sh", source, str(view)),
-            *COMMAND,
-            "--data-root",
-            str(view),
-            *SPARK,
-            "--port",
-            str(port),
-            "--health-port",
-            str(health_port),
-            *options,
+            *server_command(str(view), port, health_port, *options),
         ],
         stderr=subprocess.PIPE,
         text=True,
