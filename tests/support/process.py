@@ -5,6 +5,7 @@ every test of a child process needs: a free port to give it, and the line it say
 from __future__ import annotations
 
 import json
+import random
 import re
 import socket
 import subprocess
@@ -36,12 +37,36 @@ kafka_listener:
 CLI = str(Path(sys.executable).with_name("telemetry-sink"))
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_PICKS = random.Random()
+
+
 def free_port() -> int:
-    """A loopback port nothing listens on now, for a process that cannot say which port 0 gave it."""
-    with socket.socket() as probe:
+    """A loopback port nothing listens on now, for a process that cannot say which port 0 gave it.
+
+    Picked below the kernel's ephemeral range: a port the kernel hands out for port 0 (as Spark's
+    executor, block manager and RPC endpoints ask for theirs) could be taken by such a socket between
+    this pick and the late bind of a server that starts slowly (the sql-server binds after Spark and its
+    executor JVM are up), and it was."""
+    low = _ephemeral_low()
+    for _ in range(100):
+        port = _PICKS.randrange(max(1024, low - 12_000), low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as probe:  # a crowded range: the kernel's choice
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        chosen: int = probe.getsockname()[1]
+        return chosen
 
 
 def line_matching(stream: IO[str], pattern: str, seen: list[str] | None = None) -> re.Match[str]:
