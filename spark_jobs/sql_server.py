@@ -27,6 +27,9 @@ One Spark application (``SqlServer``) serves:
   are checked at once (more are shed), failures are answered late, and all are audited;
 - **no statement ends the server** (``isolation``): on a local master the clients' tasks run in an
   executor JVM of their own (``local-cluster``), where running out of heap fails the statement only;
+- **no user takes the server**: each JDBC session runs in a FAIR scheduler pool of its own
+  (``telemetry.sink.SessionPools``), and a user whose statements exhausted a limit (the executor's
+  heap, the result size, the timeout) waits before its next one (``telemetry.sink.StatementBackoff``);
 - **TLS**: a PEM certificate chain and key, turned into a PKCS #12 keystore (in a private temporary
   folder, removed on stop) for the Thrift server;
 - **health**: ``GET /healthz`` on ``health_port`` (200 once serving, 503 before; with the number of
@@ -264,6 +267,9 @@ def spark_conf(settings: SqlServerSettings) -> dict[str, str]:
             # (no session settings, no SET), and telemetry.sink.QueryTimeout cancels past it anyway
             "spark.sql.thriftServer.queryTimeout": f"{int(settings.query_timeout_s)}s",
             "spark.sql.thriftServer.interruptOnCancel": "true",
+            # sessions share the executors' cores: each JDBC session has a pool (SessionPools), and a
+            # free task slot goes to the pool running the fewest tasks
+            "spark.scheduler.mode": "FAIR",
             # `parquet.`/path``, `text.`...``, `json.`http://...``: no SQL names a file, so none is opened
             # (Spark would read one while it analyses the statement, before the guard's check)
             "spark.sql.runSQLOnFiles": "false",
@@ -550,6 +556,7 @@ class SqlServer:
         sc = self.spark.sparkContext._jsc.sc()
         self._timeout = jvm.telemetry.sink.QueryTimeout(sc, int(self.settings.query_timeout_s * 1000))
         sc.addSparkListener(self._timeout)
+        sc.addSparkListener(jvm.telemetry.sink.StatementBackoff())
         try:
             # Spark's Thrift server, whose sessions open without client settings
             self._thrift = jvm.telemetry.sink.ReadOnlyThriftServer.start(self.spark._jsparkSession)
@@ -835,6 +842,8 @@ _METRIC_HELP: Final = {
     "refused_statements": "Statements and requests the read-only guard refused",
     "failed_logins": "Logins refused: a wrong password, an unknown user, a wrong Spark Connect token",
     "shed_logins": "Logins refused unchecked because too many passwords were being checked at once",
+    "exhausting_statements": "Statements that ran out of executor heap, outgrew the result size or timed out",
+    "delayed_statements": "Statements that waited because their user's statements exhausted limits",
 }
 
 

@@ -22,7 +22,9 @@ in-process seconds / JDBC seconds (1.0: JDBC costs nothing on top; the goal is a
    ``--attackers`` threads send the review's statements and logins without pause: a setting or a
    catalog in the session's JDBC settings, ``from_xml`` with a schema URL, ``reflect``, ``ADD JAR``,
    ``SET``, a file read by path, the heap-filling ``collect_list``, a nested view, and failed logins
-   for a user that exists and for one that does not. Printed: every hostile statement's answer (each
+   for a user that exists (the BI client's) and for one that does not. The attackers' statements and
+   sessions log in as a user of their own (``mallory``): the server keeps its limits per user, as Kafka
+   keeps quotas per principal (docs/sql-server.md). Printed: every hostile statement's answer (each
    must be refused before it runs: the goal is 0 that ran), the failed logins, and the BI client's
    times quiet and beside the attack (the goal: the hostile runs within the spread of the quiet ones).
    The server has a password file for this part (the BI client logs in once per run).
@@ -47,6 +49,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -66,6 +69,8 @@ from tests.support.process import free_port
 
 SETTINGS = {"spark.sql.shuffle.partitions": "8"}
 USER, PASSWORD = "analyst", "bench-password"
+ATTACKER, ATTACKER_PASSWORD = "mallory", "attacker-password"
+"""The attackers' own login: the server keeps its limits per user, as Kafka keeps quotas per principal."""
 REFUSED = "read-only"
 """In every refusal's message: ``telemetry-sink sql-server is read-only: ... is refused``."""
 NESTED_VIEWS = [
@@ -218,7 +223,7 @@ class Attack:
                     self._count(f"login as {who} with a wrong password", None)
             for name, settings in HOSTILE_SESSIONS.items():
                 self._attempt(name, partial(_in_session, self.port, settings, "SHOW NAMESPACES IN c"))
-            with connect(self.port, PASSWORD) as connection:
+            with connect(self.port, ATTACKER_PASSWORD, user=ATTACKER) as connection:
                 for name, statement in HOSTILE_STATEMENTS.items():
                     self._attempt(name, partial(_fetch, connection, [statement]))
                 self._attempt("nested views, 20 levels (T3-9)", partial(_fetch, connection, NESTED_VIEWS))
@@ -233,7 +238,7 @@ def _fetch(connection: hive.Connection, statements: list[str]) -> None:
 
 
 def _in_session(port: int, settings: dict[str, str], statement: str) -> None:
-    with connect(port, PASSWORD, **settings) as connection:
+    with connect(port, ATTACKER_PASSWORD, user=ATTACKER, **settings) as connection:
         connection.cursor().execute(statement)
 
 
@@ -342,15 +347,21 @@ def main() -> None:
         attack: Hostile | None = None
         if args.hostile_rounds:
             passwords = scratch / "passwords"
-            passwords.write_text(f"{USER}:{hash_password(PASSWORD)}\n")
+            passwords.write_text(
+                f"{USER}:{hash_password(PASSWORD)}\n{ATTACKER}:{hash_password(ATTACKER_PASSWORD)}\n"
+            )
             server = start_server(root, args.master, port, health, "--password-file", str(passwords))
             attack = hostile(port, window, args.hostile_rounds, args.attackers)
             print(f"\n{'hostile request':<45}answers")
             for name, by_answer in sorted(attack.answers.items()):
                 print(f"{name:<45}{by_answer}")
-            for who, times in attack.login_s.items():
-                median = 1000 * statistics.median(times) if times else float("nan")
-                print(f"failed logins as {who}: {len(times)}, median {median:.0f} ms")
+            for who, login_s in attack.login_s.items():
+                median = 1000 * statistics.median(login_s) if login_s else float("nan")
+                print(f"failed logins as {who}: {len(login_s)}, median {median:.0f} ms")
+            with urllib.request.urlopen(f"http://127.0.0.1:{health}/metrics", timeout=10) as answer:
+                for line in answer.read().decode().splitlines():
+                    if line.startswith("telemetry_sink_sqlserver_"):
+                        print(f"server: {line}")
             within = max(attack.attacked_s) <= max(attack.quiet_s)
             print(
                 f"hostile requests that ran: {attack.ran} (goal 0); BI client quiet "

@@ -6,7 +6,9 @@ with real clients (PyHive, Spark's beeline) against the real command; and its au
   own, and the next client is served;
 - a server whose JVM is killed says so on ``/healthz`` (503) and exits non-zero, to be restarted;
 - a failed login costs the same for a user that exists and one that does not, and is counted;
-- a flood of guesses is shed past a bound, while a right password logs in beside it.
+- a flood of guesses is shed past a bound, while a right password logs in beside it;
+- a user whose statement exhausted the executor's memory waits before its next statement, and other
+  users do not (T3-12); a session's heavy statement does not queue another session's behind its tasks.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ import httpx
 import pytest
 from pyhive import hive
 from pyspark.sql import SparkSession
+from TCLIService.ttypes import TOperationState  # type: ignore[import-untyped]
 
 from spark_jobs.sql_server import MAX_RESULT_SIZE, hash_password, isolation, port_state
 from tests.spark_jobs.test_sql_server import PASSWORD, Server, _beeline, _stop, sql_server
@@ -40,6 +44,9 @@ KNOWN = [f"known{i}" for i in range(4)]
 """Users of the password file, each with a password nobody here sends (one failure each: each failure
 is the first of its address and user, so the delay it adds is the same)."""
 UNKNOWN = [f"ghost{i}" for i in range(4)]
+HEAVY, LIGHT = "heavy", "light"
+"""Users whose statements exhaust the executor's memory (HEAVY) or not (LIGHT), each with its own
+password (``<user>-secret``): the server's wait after an exhaustion is kept per user."""
 
 
 @dataclass(frozen=True)
@@ -64,16 +71,20 @@ def _metrics(server: Server) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guarded]:
     """Binary transport with a password file of the default PBKDF2 cost (600,000 iterations, as
-    ``--hash-password`` makes them), over an empty lake; its master ``local[1]`` runs the clients'
-    statements in a 1 GiB executor JVM (the smallest the review's statement overflows quickly)."""
+    ``--hash-password`` makes them), over an empty lake; its master ``local[2]`` runs the clients'
+    statements in a 1 GiB executor JVM (the smallest the review's statement overflows quickly) of two
+    cores (on one, Spark's FAIR scheduler breaks every tie between sessions by pool name)."""
     folder = tmp_path_factory.mktemp("sql-server-survival")
     passwords = folder / "passwords"
-    lines = [f"analyst:{hash_password(PASSWORD)}"] + [
-        f"{user}:{hash_password(f'{user}-secret')}" for user in KNOWN
-    ]
+    lines = (
+        [f"analyst:{hash_password(PASSWORD)}"]
+        + [f"{user}:{hash_password(f'{user}-secret')}" for user in KNOWN]
+        + [f"{user}:{hash_password(f'{user}-secret', iterations=1_000)}" for user in (HEAVY, LIGHT)]
+    )
     passwords.write_text("\n".join(lines) + "\n")
     with sql_server(
-        str(folder / "lake"), "--password-file", str(passwords), "--conf", "spark.executor.memory=1g"
+        str(folder / "lake"),
+        *("--password-file", str(passwords), "--master", "local[2]", "--conf", "spark.executor.memory=1g"),
     ) as running:
         yield Guarded(running, passwords)
         _stop(running)  # and its JVMs, before its pipe is closed
@@ -347,39 +358,114 @@ def test_the_probe_tells_a_closed_port_from_an_open_one() -> None:
     assert port_state("127.0.0.1", port) == "refused"
 
 
+@pytest.mark.spark
+def test_after_a_statement_exhausts_the_executors_memory_its_user_waits_and_others_do_not_T3_12(
+    guarded: Guarded,
+) -> None:
+    server = guarded.server
+    exhausting = "telemetry_sink_sqlserver_exhausting_statements_total"
+    delayed = "telemetry_sink_sqlserver_delayed_statements_total"
+    before = guarded.metrics().get(exhausting, 0)
+    with _connect(server, HEAVY, f"{HEAVY}-secret") as connection:
+        cursor = connection.cursor()
+        for _ in range(2):
+            with pytest.raises(hive.OperationalError, match="OutOfMemoryError"):
+                cursor.execute(REVIEW_STATEMENT)
+        # a job's end reaches the server's listener a moment after the client's answer
+        deadline = time.monotonic() + 30
+        while guarded.metrics()[exhausting] < before + 2:
+            assert time.monotonic() < deadline, "the exhaustions were not counted"
+            time.sleep(0.05)
+        waited = guarded.metrics()[delayed]
+        started = time.monotonic()
+        cursor.execute("SELECT 1")  # waits until 2 s after the second exhaustion
+        assert cursor.fetchall() == [(1,)]
+        took_s = time.monotonic() - started
+    assert guarded.metrics()[delayed] == waited + 1
+    assert _query(server, "SELECT 1", LIGHT, f"{LIGHT}-secret") == [(1,)]
+    assert guarded.metrics()[delayed] == waited + 1  # another user's statement did not wait
+    said = "".join(server.said)
+    assert 'statement exhausted a limit: user="heavy" limit=executor memory' in said
+    waits = re.findall(r'statement delayed: user="heavy" address="[^"]*" wait_ms=(\d+)', said)
+    # the last wait is SELECT 1's (the second exhaustion's statement may have waited too)
+    assert 0 < int(waits[-1]) <= 2_000
+    assert took_s >= int(waits[-1]) / 1000  # the client's answer came after the wait
+
+
+@pytest.mark.spark
+def test_a_sessions_statement_runs_beside_another_sessions_long_job_not_after_it(guarded: Guarded) -> None:
+    """200 tasks of a long count in one session, on the executor's two cores; another session's
+    statement still finishes while they run (FIFO scheduling would queue its tasks behind all 200)."""
+    server = guarded.server
+    with _connect(server, LIGHT, f"{LIGHT}-secret") as long_connection:
+        long_statement = long_connection.cursor()
+        long_statement.execute("SELECT count(*) FROM range(0, 40000000000, 1, 200)", async_=True)
+        try:
+            deadline = time.monotonic() + 60
+            while _state(long_statement) != "RUNNING_STATE":
+                assert time.monotonic() < deadline, _state(long_statement)
+                time.sleep(0.05)
+            assert _query(server, "SELECT count(*) FROM range(1000)", LIGHT, f"{LIGHT}-secret") == [(1000,)]
+            assert _state(long_statement) == "RUNNING_STATE"
+        finally:
+            long_statement.cancel()
+            long_statement.close()
+
+
+def _state(cursor: hive.Cursor) -> str:
+    return str(TOperationState._VALUES_TO_NAMES[cursor.poll().operationState])
+
+
 # -- the login gate's rules and the password file's check, in a JVM ----------------------------------
+
+
+@contextmanager
+def _forgotten(spark: SparkSession, name: str) -> Iterator[Any]:
+    """The JVM class ``telemetry.sink.<name>``, whose bookkeeping is forgotten before and after."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    bookkeeping = getattr(jvm.telemetry.sink, name)
+    bookkeeping.forget()
+    try:
+        yield bookkeeping
+    finally:
+        bookkeeping.forget()
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize(
-    ("failures", "delay_ms"),
-    [(0, 0), (1, 100), (2, 200), (3, 400), (5, 1600), (6, 3200), (7, 3200), (40, 3200)],
+    ("rule", "failures", "delay_ms"),
+    [
+        *(
+            ("LoginGate.failureDelayMs", failures, delay_ms)  # a failed login's answer
+            for failures, delay_ms in [(0, 0), (1, 100), (2, 200), (3, 400), (5, 1600), (6, 3200), (40, 3200)]
+        ),
+        *(
+            ("StatementBackoff.delayMs", failures, delay_ms)  # T3-12: after exhausting the limits
+            for failures, delay_ms in [(0, 0), (1, 1_000), (2, 2_000), (3, 4_000), (7, 60_000), (16, 60_000)]
+        ),
+    ],
 )
-def test_a_failure_is_answered_later_the_more_failures_in_a_row(
-    spark: SparkSession, failures: int, delay_ms: int
+def test_a_delay_doubles_with_each_failure_up_to_its_most(
+    spark: SparkSession, rule: str, failures: int, delay_ms: int
 ) -> None:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    assert jvm.telemetry.sink.LoginGate.failureDelayMs(failures) == delay_ms
+    owner, method = rule.split(".")
+    assert getattr(getattr(jvm.telemetry.sink, owner), method)(failures) == delay_ms
 
 
 @pytest.mark.spark
 def test_failures_in_a_row_are_forgotten_after_a_while_and_the_bookkeeping_is_bounded(
     spark: SparkSession,
 ) -> None:
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    gate = jvm.telemetry.sink.LoginGate
-    gate.forget()
-    try:
+    with _forgotten(spark, "LoginGate") as gate:
         assert [gate.failed("10.0.0.1 bob", t) for t in (0, 1000, 2000)] == [1, 2, 3]
         assert gate.failed("10.0.0.1 bob", 2000 + 15 * 60_000 + 1) == 1  # forgotten
         assert gate.failed("10.0.0.2 bob", 0) == 1  # another address: its own count
         for i in range(10_050):
             gate.failed(f"10.1.{i // 256}.{i % 256} eve", 0)
         assert gate.remembered() == 10_000
-    finally:
-        gate.forget()
 
 
 @pytest.mark.spark
@@ -417,3 +503,74 @@ def test_the_password_file_checks_an_unknown_user_as_long_as_a_known_one(
             system.clearProperty("telemetry.sink.sqlserver.password.file")
         else:
             system.setProperty("telemetry.sink.sqlserver.password.file", before)
+
+
+# -- the wait after exhausting the server's limits, and the sessions' pools, in a JVM ----------------
+
+
+@pytest.mark.spark
+def test_exhaustions_are_forgotten_with_time_not_with_a_success_and_waits_are_bounded_T3_12(
+    spark: SparkSession,
+) -> None:
+    with _forgotten(spark, "StatementBackoff") as backoff:
+        backoff.exhausted("eve", 0)
+        assert backoff.enter("bob", 500) == 0  # another user: no wait
+        assert backoff.enter("eve", 500) == 500  # until 1 s after the exhaustion
+        backoff.leave("eve")
+        assert backoff.enter("eve", 1_000) == 0  # paid
+        backoff.exhausted("eve", 1_000)
+        waits = [backoff.enter("eve", 1_000) for _ in range(5)]
+        assert waits == [2_000, 2_000, 2_000, 2_000, -1]  # at most 4 wait at once; the 5th refused
+        for _ in range(4):
+            backoff.leave("eve")
+        # nothing but time forgets: the two exhaustions count until 10 minutes after each
+        assert backoff.enter("eve", 1_000 + 10 * 60_000 - 1) == 0
+        backoff.exhausted("eve", 10 * 60_000)
+        assert backoff.enter("eve", 10 * 60_000) == 2_000  # the second in the window: the first left it
+        backoff.leave("eve")
+        backoff.exhausted("eve", 25 * 60_000)
+        assert backoff.enter("eve", 25 * 60_000) == 1_000  # the others are out of the window
+        backoff.leave("eve")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("message", "limit"),
+    [
+        (
+            "Job aborted due to stage failure: ... java.lang.OutOfMemoryError: Java heap space",
+            "executor memory",
+        ),
+        (
+            "Total size of serialized results of 3 tasks (1100.0 MiB) is bigger than "
+            "spark.driver.maxResultSize (1024.0 MiB)",
+            "result size",
+        ),
+        ("telemetry-sink sql-server: the query ran past its timeout of 3.0 s", "timeout"),
+        ("[DIVIDE_BY_ZERO] Division by zero.", None),
+        ("Job 7 cancelled part of cancelled job group 1234", None),
+        (None, None),
+    ],
+)
+def test_only_memory_result_size_and_timeout_failures_count_as_exhaustions_T3_12(
+    spark: SparkSession, message: str | None, limit: str | None
+) -> None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    assert jvm.telemetry.sink.StatementBackoff.exhaustion(message) == limit
+
+
+@pytest.mark.spark
+def test_each_open_session_has_a_pool_of_its_own_and_a_closed_sessions_is_reused(spark: SparkSession) -> None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    pools = jvm.telemetry.sink.SessionPools
+    first, second = pools.open("session-a"), pools.open("session-b")
+    try:
+        assert first != second
+        assert pools.open("session-a") == first  # the same session: the same pool
+        pools.closed("session-a")
+        assert pools.open("session-c") == first  # the lowest free number again
+    finally:
+        for session in ("session-a", "session-b", "session-c"):
+            pools.closed(session)

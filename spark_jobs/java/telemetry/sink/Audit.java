@@ -8,8 +8,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The audit trail of {@code telemetry-sink sql-server}: every refused statement or request and every
- * failed or shed login is logged (logger {@code telemetry.sink.audit}, with the user and the
+ * The audit trail of {@code telemetry-sink sql-server}: every refused statement or request, every
+ * failed or shed login, and every statement that exhausted a limit or waited for it ({@link
+ * StatementBackoff}) is logged (logger {@code telemetry.sink.audit}, with the user and the
  * client's address) and counted by kind, for the health server's {@code /metrics}.
  *
  * <p>The counters count every event. The log says at most {@link #LINES_PER_SECOND} lines of a kind
@@ -30,6 +31,12 @@ public final class Audit {
 
   /** The counter of logins refused unchecked because too many were being checked at once. */
   public static final String LOGIN_SHED = "shed_logins";
+
+  /** The counter of statements that exhausted a limit (executor memory, result size, timeout). */
+  public static final String EXHAUSTED = "exhausting_statements";
+
+  /** The counter of statements that waited because their user's statements exhausted limits. */
+  public static final String STATEMENT_DELAYED = "delayed_statements";
 
   /** The most lines of one kind logged in one second. */
   public static final int LINES_PER_SECOND = 20;
@@ -54,6 +61,23 @@ public final class Audit {
     log(LOGIN_SHED, "login shed: user={} address={} reason={}", quoted(user), quoted(address), plain(reason));
   }
 
+  /** A statement of {@code user} exhausted {@code limit} ({@link StatementBackoff}). */
+  public static void exhausted(String user, String limit) {
+    count(EXHAUSTED);
+    log(EXHAUSTED, "statement exhausted a limit: user={} limit={}", quoted(user), plain(limit));
+  }
+
+  /** A statement of {@code user} at {@code address} waits {@code waitMs} before it runs. */
+  public static void statementDelayed(String user, String address, long waitMs) {
+    count(STATEMENT_DELAYED);
+    log(
+        STATEMENT_DELAYED,
+        "statement delayed: user={} address={} wait_ms={}",
+        quoted(user),
+        quoted(address),
+        waitMs);
+  }
+
   /** Count one event of {@code kind} (a name of this class's constants, or a new one). */
   public static void count(String kind) {
     COUNTS.computeIfAbsent(kind, k -> new AtomicLong()).incrementAndGet();
@@ -62,7 +86,7 @@ public final class Audit {
   /** Every counter so far, by name (a copy). */
   public static Map<String, Long> counters() {
     Map<String, Long> copy = new TreeMap<>();
-    for (String kind : new String[] {REFUSED, LOGIN_FAILED, LOGIN_SHED}) {
+    for (String kind : new String[] {REFUSED, LOGIN_FAILED, LOGIN_SHED, EXHAUSTED, STATEMENT_DELAYED}) {
       copy.put(kind, 0L);
     }
     COUNTS.forEach((kind, count) -> copy.put(kind, count.get()));

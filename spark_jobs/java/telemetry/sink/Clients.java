@@ -66,6 +66,22 @@ final class Clients {
     }
   }
 
+  /** Whom Spark Connect clients' statements are charged to ({@link #principal}). */
+  static final String CONNECT_PRINCIPAL = "(spark connect)";
+
+  /**
+   * Whom the statements of {@code session} are charged to ({@link StatementBackoff}): a JDBC/ODBC
+   * session's login user; for Spark Connect, one principal for all, the token's holder, since the
+   * user a Connect client names is its own say (it could name another's, or a new one each time).
+   */
+  static String principal(SparkSession session) {
+    Client client = session == null ? null : SESSIONS.get(session);
+    if (client == null) {
+      return CONNECT_PRINCIPAL;
+    }
+    return client.user() == null ? "" : client.user();
+  }
+
   /** The client behind a statement that {@code session} runs on the current thread. */
   static Client of(SparkSession session) {
     Client client = session == null ? null : SESSIONS.get(session);

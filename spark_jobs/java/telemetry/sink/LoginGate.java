@@ -141,11 +141,7 @@ public final class LoginGate {
    * #BASE_DELAY_MS} times 2^(failures - 1), at most {@link #MAX_DELAY_MS}.
    */
   public static long failureDelayMs(int failures) {
-    if (failures <= 0) {
-      return 0;
-    }
-    int doublings = Math.min(failures - 1, 30);
-    return Math.min(MAX_DELAY_MS, BASE_DELAY_MS << doublings);
+    return Backoff.doubled(failures, BASE_DELAY_MS, MAX_DELAY_MS);
   }
 
   /** Count a failure of {@code key} at {@code nowMillis}; the failures in a row it makes. */

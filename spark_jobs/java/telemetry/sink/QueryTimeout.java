@@ -6,6 +6,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.SparkListener;
@@ -45,6 +46,8 @@ public final class QueryTimeout extends SparkListener {
   static final class Statement {
     final long startNanos = System.nanoTime();
     final AtomicInteger parses = new AtomicInteger();
+    /** Whether {@link StatementBackoff} let it start. */
+    final AtomicBoolean admitted = new AtomicBoolean();
   }
 
   /** A statement ran past its timeout while it was being planned (or was cancelled meanwhile). */
@@ -183,8 +186,11 @@ public final class QueryTimeout extends SparkListener {
     } // a call runs no jobs: its planning checks are all there is
   }
 
+  /** In the reason a statement's jobs are cancelled for at its timeout. */
+  static final String PAST_TIMEOUT = "the query ran past its timeout";
+
   private String reason() {
-    return "telemetry-sink sql-server: the query ran past its timeout of " + timeoutMs / 1000.0 + " s";
+    return "telemetry-sink sql-server: " + PAST_TIMEOUT + " of " + timeoutMs / 1000.0 + " s";
   }
 
   /** Stop the timer (no cancellation fires after this). */

@@ -44,7 +44,8 @@ import org.apache.thrift.TException;
  * connection fails with {@code telemetry-sink sql-server is read-only: the session setting ... is
  * refused}.
  *
- * <p>Each session's user and address are remembered for the audit trail ({@link Clients}).
+ * <p>Each session's user and address are remembered for the audit trail ({@link Clients}), and each
+ * session runs its statements in a scheduler pool of its own ({@link SessionPools}).
  */
 public final class ReadOnlyThriftServer {
 
@@ -98,6 +99,7 @@ public final class ReadOnlyThriftServer {
             "createListenerAndUI", HiveThriftServer2.class, SparkContext.class);
     listener.setAccessible(true);
     listener.invoke(HiveThriftServer2$.MODULE$, server, context);
+    context.addSparkListener(new SessionPools());
     server.start();
     return server;
   }
@@ -166,6 +168,8 @@ public final class ReadOnlyThriftServer {
           operations.sessionToContexts().get(new SessionHandle(answer.getSessionHandle()));
       if (session != null) {
         Clients.session(session, user, address);
+        String id = new SessionHandle(answer.getSessionHandle()).getSessionId().toString();
+        session.conf().set(SessionPools.POOL_SETTING, SessionPools.open(id));
       }
     }
     return answer;

@@ -187,7 +187,7 @@ public final class SqlGuard implements Function1<SparkSessionExtensions, BoxedUn
         session ->
             plan -> {
               if (session != trusted) {
-                QueryTimeout.check(session.sparkContext());
+                started(session);
                 audited(
                     session,
                     () -> {
@@ -212,6 +212,15 @@ public final class SqlGuard implements Function1<SparkSessionExtensions, BoxedUn
                   }));
     }
     return BoxedUnit.UNIT;
+  }
+
+  /**
+   * A step of a client's statement (parsing, analysis, planning): its timeout checked, and, the first
+   * time, its user's wait after exhausting the server's limits ({@link StatementBackoff}).
+   */
+  private static void started(SparkSession session) {
+    QueryTimeout.check(session.sparkContext());
+    StatementBackoff.admit(session);
   }
 
   /** Run {@code check}; a refusal it throws is audited as {@code session}'s client's. */
@@ -554,7 +563,7 @@ public final class SqlGuard implements Function1<SparkSessionExtensions, BoxedUn
     @Override
     public LogicalPlan apply(LogicalPlan plan) {
       if (session != trusted) {
-        QueryTimeout.check(session.sparkContext());
+        started(session);
         if (bounded) {
           audited(session, () -> bound(plan));
         }
@@ -574,7 +583,7 @@ public final class SqlGuard implements Function1<SparkSessionExtensions, BoxedUn
     @Override
     public Seq<SparkPlan> apply(LogicalPlan plan) {
       if (session != trusted) {
-        QueryTimeout.check(session.sparkContext());
+        started(session);
       }
       return CollectionConverters.asScala(List.<SparkPlan>of()).toList();
     }
@@ -603,7 +612,7 @@ public final class SqlGuard implements Function1<SparkSessionExtensions, BoxedUn
 
     /** One more SQL text parsed for the current statement: its clock, and the count of texts. */
     private void parsing() {
-      QueryTimeout.check(session.sparkContext());
+      started(session);
       QueryTimeout.Statement statement = QueryTimeout.current(session.sparkContext());
       if (statement != null && statement.parses.incrementAndGet() > MAX_PARSES) {
         throw new Refused(
