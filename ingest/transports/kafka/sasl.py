@@ -16,9 +16,13 @@ is authenticated ``KafkaSasl.respond`` answers its frames, not the APIs:
    SASL_AUTHENTICATION_FAILED (58) with ``ingest.security.sasl``'s message (v1; v0 has no way to say
    it), and the connection is closed.
 
-Any other request before authentication closes the connection, as Kafka closes it (during the
-handshake with no answer; in place of a SaslAuthenticate with the request's own error answer,
-ILLEGAL_SASL_STATE, 34, where its schema can carry one). Once authenticated, the connection's principal
+Any other request before authentication closes the connection, as Kafka closes it: before the
+handshake (a second ApiVersions included) at once and with no answer; in place of a SaslAuthenticate
+with the request's own error answer, ILLEGAL_SASL_STATE, 34, where its schema can carry one, after the
+failed-authentication delay. Every failed exchange and every unsupported mechanism is answered (or,
+v0, closed) after that delay too. A successful SaslAuthenticate's error message is the empty string, as
+Kafka's generated response sends it, and a successful bare v0 exchange answers each token, an empty
+one included (PLAIN's). Once authenticated, the connection's principal
 is ``User:<name>`` (it replaces a TLS client certificate's on ``SASL_SSL``, as Kafka's principal
 builder does), for quotas, super users and the landed rows alike.
 
@@ -150,11 +154,8 @@ class KafkaSasl:
             if low <= api_version <= high:
                 self._state = _State.HANDSHAKE
             return await self._api_versions(frame), False
-        if api_key != SASL_HANDSHAKE:  # unanswered, closed after the failed-authentication delay (KF3-S5)
-            log.info(
-                "SASL authentication failed: Unexpected Kafka request of type %s during handshake", api_key
-            )
-            return None, True
+        if api_key != SASL_HANDSHAKE:  # unanswered and closed at once, as a broker closes it (KF3-S5)
+            raise FrameError(f"Unexpected Kafka request of type {api_key} during SASL handshake")
         return self._handshake(frame)
 
     def _handshake(self, frame: bytes) -> tuple[bytes | None, bool]:
@@ -204,8 +205,7 @@ class KafkaSasl:
         except SaslAuthenticationError as exc:
             log.info("SASL authentication failed: %s", exc)
             return None, True  # v0: no way to say why
-        if answer is None:
-            return None, False
+        answer = answer or b""  # a broker sends even PLAIN's empty answer as a frame of its own
         return FRAME_SIZE.pack(len(answer)) + answer, False
 
     def _authenticate(self, frame: bytes) -> tuple[bytes | None, bool]:
@@ -231,7 +231,7 @@ class KafkaSasl:
         done = build(
             schema,
             error_code=ErrorCode.none,
-            error_message=None,
+            error_message="",  # Kafka's generated SaslAuthenticateResponseData: "" unless set
             auth_bytes=answer or b"",
             session_lifetime=datetime.timedelta(milliseconds=lifetime),
         )
