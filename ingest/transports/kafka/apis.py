@@ -9,8 +9,9 @@
   every requested topic UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID when asked by id, v12); no topics
   when all are asked for. A request for more than ``protocol.MAX_METADATA_TOPICS`` topics, or by topic id
   before v12, is refused.
-- DescribeCluster (60), v0-1: this node (brokers only: asking for controllers gets
-  UNSUPPORTED_ENDPOINT_TYPE).
+- DescribeCluster (60), v0-1: this node, for brokers; asking for controllers gets
+  MISMATCHED_ENDPOINT_TYPE (114) and any other endpoint type UNSUPPORTED_ENDPOINT_TYPE (115), with a
+  broker's messages.
 - GetTelemetrySubscriptions (71) and PushTelemetry (72), v0: the pipeline's answer, the same as over
   gRPC and HTTP; the connection is the pipeline's ``channel``, which quota throttles mute.
 - SaslHandshake (17), v0-1, and SaslAuthenticate (36), v0-2: ILLEGAL_SASL_STATE (34), as Kafka's APIs
@@ -95,6 +96,7 @@ __all__ = ["Answer", "KafkaApis", "KafkaConnection", "NodeInfo"]
 log = logging.getLogger(__name__)
 
 BROKERS_ENDPOINT: Final = 1
+CONTROLLERS_ENDPOINT: Final = 2
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
 _SOFTWARE_PATTERN: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 """Kafka's rule for ApiVersions v3's ClientSoftwareName and ClientSoftwareVersion."""
@@ -366,14 +368,25 @@ class KafkaApis:
     async def _describe_cluster(self, header: RequestHeader, body: Any, connection: KafkaConnection) -> Any:
         schema = response_schema(DESCRIBE_CLUSTER, header.api_version)
         endpoint_type = getattr(body, "endpoint_type", BROKERS_ENDPOINT)
-        if endpoint_type != BROKERS_ENDPOINT:
+        if endpoint_type != BROKERS_ENDPOINT:  # a broker's answers, word for word (tests/oracle)
+            if endpoint_type == CONTROLLERS_ENDPOINT:
+                code, message = (
+                    ErrorCode.mismatched_endpoint_type,
+                    "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                    "CONTROLLER",
+                )
+            else:
+                code, message = (
+                    ErrorCode.unsupported_endpoint_type,
+                    f"Unsupported endpoint type {endpoint_type}",
+                )
             return build(
                 schema,
                 throttle_time=_ZERO_MS,
-                error_code=ErrorCode.unsupported_endpoint_type,
-                error_message="This node answers only for brokers",
-                endpoint_type=endpoint_type,
-                cluster_id=self.node.cluster_id,
+                error_code=code,
+                error_message=message,
+                endpoint_type=BROKERS_ENDPOINT,
+                cluster_id="",
                 brokers=(),
             )
         host, port = self.node.address(connection)
