@@ -1,7 +1,7 @@
-"""Kafka's Java client (kafka-clients 4.4.0, from Maven Central) pushing its telemetry to the sink's Kafka
-listener: its pushes land under the client instance id the client itself reports
-(``clientInstanceId()``), with its client id, principal and software name, PLAINTEXT and over
-SASL/SCRAM (docs/kafka-oracle.md)."""
+"""Kafka's Java client (kafka-clients 4.4.0, and the older 4.0.2 and 3.7.2, from Maven Central) pushing its
+telemetry to the sink's Kafka listener: its pushes land under the client instance id the client itself
+reports (``clientInstanceId()``), with its client id, principal and software name and version,
+PLAINTEXT and over SASL/SCRAM (docs/kafka-oracle.md)."""
 
 from __future__ import annotations
 
@@ -63,10 +63,25 @@ def _landed(table_uri: str, instance_id: str) -> list[dict[str, Any]]:
     )
 
 
-@pytest.mark.parametrize("kind", ["producer", "consumer"])
-@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SASL_PLAINTEXT"])
+CLIENTS = {"4.4.0": "kafka", "4.0.2": "kafka-clients-4.0", "3.7.2": "kafka-clients-3.7"}
+"""Each Java client version the tests run, and the list of ``artifacts/`` its jars are in. 3.7 is the
+first with KIP-714's client telemetry."""
+
+
+@pytest.mark.parametrize(
+    ("version", "kind", "protocol"),
+    [
+        *(
+            ("4.4.0", kind, protocol)
+            for kind in ("producer", "consumer")
+            for protocol in ("PLAINTEXT", "SASL_PLAINTEXT")
+        ),
+        *((older, "producer", "SASL_PLAINTEXT") for older in ("4.0.2", "3.7.2")),
+        *((older, "consumer", "PLAINTEXT") for older in ("4.0.2", "3.7.2")),
+    ],
+)
 def test_the_java_clients_telemetry_lands_under_the_instance_id_it_reports(
-    kafka_oracle: KafkaOracle, sinks: dict[str, Running], kind: str, protocol: str
+    kafka_oracle: KafkaOracle, sinks: dict[str, Running], version: str, kind: str, protocol: str
 ) -> None:
     sink = sinks[protocol]
     configs = {
@@ -81,8 +96,8 @@ def test_the_java_clients_telemetry_lands_under_the_instance_id_it_reports(
             f'username="alice" password="{USERS["alice"]}";',
         }
     with subprocess.Popen(
-        [*java_command(kafka_oracle.helpers, "256m"), "telemetry.sink.oracle.TelemetryClient", kind,
-         *(f"{key}={value}" for key, value in configs.items())],
+        [*java_command(kafka_oracle.helpers, "256m", jars=CLIENTS[version]),
+         "telemetry.sink.oracle.TelemetryClient", kind, *(f"{k}={v}" for k, v in configs.items())],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     ) as client:  # fmt: skip
         assert client.stdin is not None
@@ -107,6 +122,6 @@ def test_the_java_clients_telemetry_lands_under_the_instance_id_it_reports(
     # sink (its topic does not exist there; on the broker, which creates it, the consumer sent one).
     assert {row["client_id"] for row in rows} == {f"java-{kind}"}
     assert {row["client_software_name"] for row in rows} == {"apache-kafka-java"}
-    assert {row["client_software_version"] for row in rows} == {"4.4.0"}
+    assert {row["client_software_version"] for row in rows} == {version}
     principal = "User:alice" if protocol == "SASL_PLAINTEXT" else "User:ANONYMOUS"
     assert {row["principal"] for row in rows} == {principal}

@@ -57,15 +57,16 @@ def build_helpers(into: Path) -> Path:
     return into
 
 
-def java_command(helpers: Path, heap: str, log4j: Path | None = None) -> list[str]:
-    """``java`` with Kafka's jars and the tests' helpers on its class path (and ``log4j`` as its log
+def java_command(helpers: Path, heap: str, log4j: Path | None = None, jars: str = "kafka") -> list[str]:
+    """``java`` with Kafka's jars (``jars``: a list of ``artifacts/``, Kafka 4.4.0's by default, or an older
+    client's, ``kafka-clients-3.7``) and the tests' helpers on its class path (and ``log4j`` as its log
     configuration; without one, Log4j's default: errors to the console)."""
     java = shutil.which("java")
     assert java is not None, "java: the Kafka oracle needs a Java 17 runtime"
     logging = [] if log4j is None else [f"-Dlog4j2.configurationFile=file:{log4j}"]
     return [
         java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true", *logging,
-        "-cp", f"{helpers}{os.pathsep}{classpath('kafka')}",
+        "-cp", f"{helpers}{os.pathsep}{classpath(jars)}",
     ]  # fmt: skip
 
 
