@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 COMPILED := $(wildcard quotas/*.py)  # setup.py compiles some of them with mypyc
 JVM := spark_jobs/jvm.py $(wildcard spark_jobs/java/telemetry/sink/*.java)  # the JVM decoder's jar
-ARTIFACTS := $(wildcard artifacts/*.py artifacts/*/pom.xml artifacts/*/jars.sha256)  # Kafka's jars (Maven)
+ARTIFACTS := $(wildcard artifacts/*.py artifacts/*/pom.xml artifacts/*/jars.sha256 artifacts/*/requirements.txt)  # Kafka's jars (Maven), older clients
 
 .PHONY: setup browser ldap test check fast lint typecheck unit run bench proto clean
 

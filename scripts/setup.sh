@@ -47,3 +47,11 @@ fi
 # older Java clients (3.7.2, 4.0.2), which the tests also run against the sink (docs/kafka-oracle.md)
 "$VENV/bin/python" -m artifacts kafka-clients-3.7
 "$VENV/bin/python" -m artifacts kafka-clients-4.0
+# an older librdkafka (confluent-kafka 2.5.3), hash-checked, beside the project's own (docs/kafka-oracle.md)
+OLD_LIBRDKAFKA="$VENV/clients/confluent-kafka-2.5"
+if [ ! -f "$OLD_LIBRDKAFKA/.installed" ] || [ artifacts/confluent-kafka-2.5/requirements.txt -nt "$OLD_LIBRDKAFKA/.installed" ]; then
+    rm -rf "$OLD_LIBRDKAFKA"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
+        --only-binary=:all: --target "$OLD_LIBRDKAFKA" -r artifacts/confluent-kafka-2.5/requirements.txt
+    touch "$OLD_LIBRDKAFKA/.installed"
+fi

@@ -6,7 +6,6 @@ PLAINTEXT and over SASL/SCRAM (docs/kafka-oracle.md)."""
 from __future__ import annotations
 
 import base64
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from tests.support.kafka_broker import USERS, KafkaOracle, java_command
-from tests.support.process import Running, running_sink
+from tests.support.process import Running, line_driven, running_sink
 
 pytestmark = pytest.mark.integration
 
@@ -95,27 +94,16 @@ def test_the_java_clients_telemetry_lands_under_the_instance_id_it_reports(
             "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="alice" password="{USERS["alice"]}";',
         }
-    with subprocess.Popen(
+    with line_driven(
         [*java_command(kafka_oracle.helpers, "256m", jars=CLIENTS[version]),
          "telemetry.sink.oracle.TelemetryClient", kind, *(f"{k}={v}" for k, v in configs.items())],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     ) as client:  # fmt: skip
-        assert client.stdin is not None
         assert client.stdout is not None
-        try:
-            said = client.stdout.readline().split()
-            assert said[:1] == ["instance"], said
-            instance_id = said[1]
-            uuid.UUID(bytes=base64.urlsafe_b64decode(instance_id + "=="))  # Kafka's printed form
-            rows = _until(
-                "two pushes", lambda: (r := _landed(sink.table_uri, instance_id)) and len(r) >= 2 and r
-            )
-            client.stdin.write("close\n")
-            client.stdin.flush()
-            assert client.stdout.readline().strip() == "closed"
-        finally:
-            if client.poll() is None:
-                client.kill()
+        said = client.stdout.readline().split()
+        assert said[:1] == ["instance"], said
+        instance_id = said[1]
+        uuid.UUID(bytes=base64.urlsafe_b64decode(instance_id + "=="))  # Kafka's printed form
+        rows = _until("two pushes", lambda: (r := _landed(sink.table_uri, instance_id)) and len(r) >= 2 and r)
     # No terminating push is asserted: Kafka 4.4's Java client sends one only while its close has other
     # network work to do. Closed idle it goes from TERMINATING_PUSH_NEEDED to TERMINATED without sending:
     # seen for the producer against the broker and the sink alike, and for this consumer against the

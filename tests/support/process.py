@@ -159,3 +159,23 @@ def running_sink(
         finally:
             if process.poll() is None:
                 process.kill()
+
+
+@contextmanager
+def line_driven(command: list[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+    """A client program that runs until a line arrives on its stdin and then prints ``closed`` (the tests'
+    Java and librdkafka clients): started, and, when the block ends without an error, told to close
+    and heard closing; killed if it is still running after that."""
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    ) as client:
+        assert client.stdin is not None
+        assert client.stdout is not None
+        try:
+            yield client
+            client.stdin.write("close\n")
+            client.stdin.flush()
+            assert client.stdout.readline().strip() == "closed"
+        finally:
+            if client.poll() is None:
+                client.kill()
