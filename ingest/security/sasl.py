@@ -247,14 +247,11 @@ class _PlainServer:
         if self.complete:
             raise SaslAuthenticationError("Authentication failed: the PLAIN exchange is already complete")
         parts = token.split(b"\0")
-        if len(parts) != 3:  # RFC 4616's three fields; Kafka answers a malformed one generically
-            raise _generic_failure(PLAIN)
+        if len(parts) != 3:  # RFC 4616's three fields, in the words of Kafka's PlainSaslServer (KF3-S8)
+            raise SaslAuthenticationError(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
         authorization_id, username, password = parts
-        try:
-            authorization_id.decode("utf-8")
-            name = username.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _generic_failure(PLAIN) from None
+        # as Java decodes them: an invalid byte becomes U+FFFD (a name no user has), never an error
+        name = username.decode("utf-8", errors="replace")
         if not name:
             raise SaslAuthenticationError("Authentication failed: username not specified")
         if not password:

@@ -94,11 +94,15 @@ async def _failed(steps: list[Step], started: float, took_s: float, client: Kafk
     return [*steps, ("answered after the delay", took_s >= DELAY_S), await _closed(client, started)]
 
 
-def plain(user: str, password: str) -> Scenario:
+def plain(user: str, password: str, authzid: str = "") -> Scenario:
+    return plain_token(f"{authzid}\0{user}\0{password}".encode())
+
+
+def plain_token(token: bytes) -> Scenario:
     async def exchange(client: KafkaClient) -> list[Step]:
         steps = [await _handshake(client, "PLAIN")]
         started = time.monotonic()
-        step, _, took_s = await _authenticate(client, f"\0{user}\0{password}".encode())
+        step, _, took_s = await _authenticate(client, token)
         if step[1] != 0:
             return await _failed([*steps, step], started, took_s, client)
         return [*steps, step, await _served(client)]
@@ -176,6 +180,13 @@ SCENARIOS: dict[str, Scenario] = {
     "PLAIN, the right password": plain("alice", "alice-secret"),
     "PLAIN, a wrong password": plain("alice", "a guess"),
     "PLAIN, an unknown user": plain("mallory", "alice-secret"),
+    "PLAIN, the user's own authzid": plain("alice", "alice-secret", authzid="alice"),
+    "PLAIN, another authzid (KF3-S8)": plain("alice", "alice-secret", authzid="admin"),
+    "PLAIN, no user name (KF3-S8)": plain("", "alice-secret"),
+    "PLAIN, no password (KF3-S8)": plain("alice", ""),
+    "PLAIN, two tokens (KF3-S8)": plain_token(b"alice\0alice-secret"),
+    "PLAIN, four tokens (KF3-S8)": plain_token(b"\0alice\0alice-secret\0more"),
+    "PLAIN, a user name that is not UTF-8": plain_token(b"\0al\xffice\0alice-secret"),
     "SCRAM-SHA-256, the right password": scram("SCRAM-SHA-256", "alice", "alice-secret"),
     "SCRAM-SHA-512, the right password": scram("SCRAM-SHA-512", "admin", "admin-secret"),
     "SCRAM-SHA-512, a wrong password": scram("SCRAM-SHA-512", "alice", "a guess"),

@@ -87,8 +87,9 @@ def test_scram_refuses_a_malformed_first_message_and_kafkas_token_extension() ->
             b"bob\0alice\0alice-secret",
             "Authentication failed: Client requested an authorization id that is different from username",
         ),
-        (b"alice\0alice-secret", "Authentication failed during authentication due to invalid credentials "
-         "with SASL mechanism PLAIN"),
+        (b"alice\0alice-secret", "Invalid SASL/PLAIN response: expected 3 tokens, got 2"),  # KF3-S8
+        (b"\0alice\0alice-secret\0", "Invalid SASL/PLAIN response: expected 3 tokens, got 4"),
+        (b"\0al\xffice\0alice-secret", "Authentication failed: Invalid username or password"),
     ],
 )  # fmt: skip
 def test_plain_failures_carry_kafkas_messages(token: bytes, message: str) -> None:
