@@ -174,3 +174,45 @@ async def test_describing_unknown_and_repeated_scram_users_answers_as_kafka(
         return sorted((r.user, int(r.error_code), r.error_message) for r in response.results)
 
     assert (int(ours.error_code), results(ours)) == (int(kafka.error_code), results(kafka))
+
+
+SUBTRACT = i8(3)
+
+
+@pytest.mark.parametrize(
+    "operations",
+    [
+        (_set("metrics", "org.apache.kafka.producer.", APPEND),),
+        (_set("metrics", "org.apache.kafka.", SUBTRACT),),
+        (_set("match", "client_id=wire-.*", APPEND),),
+        (_set("interval.ms", "1000", APPEND),),
+        (_set("no.such.key", "1", SUBTRACT),),
+        (_set("metrics", "a", SET), _set("metrics", "b", APPEND)),
+    ],
+    ids=[
+        "APPEND metrics",
+        "SUBTRACT metrics",
+        "APPEND match",
+        "APPEND interval.ms",
+        "SUBTRACT an unknown key",
+        "SET then APPEND",
+    ],
+)
+async def test_KF3_C_7_append_and_subtract_on_a_subscription_answer_as_kafka(
+    kafka_oracle: KafkaOracle, sink: Running, operations: tuple[incremental.AlterableConfig, ...]
+) -> None:
+    """On a subscription that exists (metrics and interval set), then described: what each list
+    operation did, on both."""
+    await _made_and_described(kafka_oracle, sink, "wire-lists", ())
+    request = incremental.IncrementalAlterConfigsRequest(
+        resources=(_resource("wire-lists", *operations),), validate_only=False
+    )
+    kafka, ours = await _answers(kafka_oracle, sink, request)
+    assert _results(ours) == _results(kafka)
+    described_kafka, described_ours = await _made_and_described(kafka_oracle, sink, "wire-lists", ())
+
+    def configs(response: Any) -> list[tuple[str, str | None]]:
+        [result] = response.results
+        return sorted((c.name, c.value) for c in result.configs)
+
+    assert configs(described_ours) == configs(described_kafka)

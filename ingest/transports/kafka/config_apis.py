@@ -7,8 +7,9 @@ clients manage subscriptions on the sink as on a broker:
   with its value, source DYNAMIC_CLIENT_METRICS_CONFIG (7) when set, else DEFAULT_CONFIG (5) and the
   default, and (v3+) its type (LIST 7, INT 3); ``configuration_keys`` narrows them. Super users only
   (else CLUSTER_AUTHORIZATION_FAILED for the resource).
-- IncrementalAlterConfigs (44), v0-1: Kafka's SET, DELETE, APPEND and SUBTRACT
-  (``subscriptions.admin.apply_config_ops``) on the properties as this replica has them.
+- IncrementalAlterConfigs (44), v0-1: Kafka's SET and DELETE (``subscriptions.admin.apply_config_ops``)
+  on the properties as this replica has them; APPEND and SUBTRACT refused, INVALID_CONFIG, as a broker
+  refuses them on a CLIENT_METRICS key (KF3-C-7).
 - AlterConfigs (33), v0-2: the resource's whole configuration replaced (none left: deleted).
 - ListConfigResources (74): v0 is ListClientMetricsResources (every subscription's name), v1 lists
   the CLIENT_METRICS resources when asked for that type or for every type.

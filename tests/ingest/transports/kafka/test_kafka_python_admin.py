@@ -115,7 +115,13 @@ async def test_AUD_H5_kafka_python_creates_changes_lists_and_deletes_a_subscript
         assert subscription.interval_ms == 30000
         await call(
             "alter_configs",
-            [_resource("producers", {"metrics": (AlterConfigOp.APPEND, "org.apache.kafka.consumer.")})],
+            # a list is changed whole, as on a broker (APPEND is refused: KF3-C-7)
+            [
+                _resource(
+                    "producers",
+                    {"metrics": (AlterConfigOp.SET, "org.apache.kafka.producer.,org.apache.kafka.consumer.")},
+                )
+            ],
         )
         described = await call("describe_configs", [_resource("producers")], config_filter="all")
         configs = described["client_metrics"]["producers"]
@@ -165,7 +171,7 @@ async def test_kafka_python_gets_kafkas_errors_for_bad_configs_and_a_non_super_u
         )
         assert _errors(appended) == [
             "[Error 40] InvalidConfigurationError: "
-            "Config value append is not allowed for config key: interval.ms"
+            "Can't APPEND to key interval.ms because its type is not LIST."
         ]
     async with admin_client(tmp_path / "dev", user="dev") as (sink, call):
         refused = await call(
