@@ -12,6 +12,7 @@ from kio.schema.alter_configs.v2 import request as alter
 from kio.schema.describe_configs.v4 import request as describe
 from kio.schema.describe_user_scram_credentials.v0 import request as scram
 from kio.schema.incremental_alter_configs.v1 import request as incremental
+from kio.schema.list_config_resources.v1 import request as listed
 from kio.static.primitive import i8
 
 from tests.support.kafka import KafkaClient
@@ -216,3 +217,45 @@ async def test_KF3_C_7_append_and_subtract_on_a_subscription_answer_as_kafka(
         return sorted((c.name, c.value) for c in result.configs)
 
     assert configs(described_ours) == configs(described_kafka)
+
+
+TOPIC, BROKER, GROUP = i8(2), i8(4), i8(32)
+
+
+@pytest.mark.parametrize(
+    "types",
+    [(), (CLIENT_METRICS,), (BROKER,), (TOPIC,), (GROUP,), (CLIENT_METRICS, BROKER), (i8(8),), (i8(99),)],
+    ids=[
+        "every type",
+        "client metrics",
+        "brokers",
+        "topics",
+        "groups",
+        "client metrics and brokers",
+        "broker loggers",
+        "an unknown type",
+    ],
+)
+async def test_KF3_C_17_list_config_resources_of_each_type_answers_as_kafka(
+    kafka_oracle: KafkaOracle, sink: Running, types: tuple[i8, ...]
+) -> None:
+    """After a subscription made on both: what each side lists for these types (error code, and the
+    resources by type: a subscription by its name, a broker as "itself")."""
+    await _made_and_described(kafka_oracle, sink, "wire-listed", ())
+    request = listed.ListConfigResourcesRequest(resource_types=types)
+    kafka, ours = await _answers(kafka_oracle, sink, request)
+
+    def resources(response: Any, node: str) -> tuple[int, list[tuple[int, str]]]:
+        found = [
+            (
+                int(r.resource_type),
+                "itself"
+                if r.resource_type != CLIENT_METRICS and r.resource_name == node
+                else r.resource_name,
+            )
+            for r in response.config_resources
+            if r.resource_type != CLIENT_METRICS or r.resource_name.startswith("wire-")
+        ]
+        return int(response.error_code), sorted(found)
+
+    assert resources(ours, "0") == resources(kafka, "1")

@@ -11,8 +11,10 @@ clients manage subscriptions on the sink as on a broker:
   on the properties as this replica has them; APPEND and SUBTRACT refused, INVALID_CONFIG, as a broker
   refuses them on a CLIENT_METRICS key (KF3-C-7).
 - AlterConfigs (33), v0-2: the resource's whole configuration replaced (none left: deleted).
-- ListConfigResources (74): v0 is ListClientMetricsResources (every subscription's name), v1 lists
-  the CLIENT_METRICS resources when asked for that type or for every type.
+- ListConfigResources (74): v0 is ListClientMetricsResources (every subscription's name); v1 lists, as
+  a broker, the types asked for (none: TOPIC, BROKER, BROKER_LOGGER, GROUP and CLIENT_METRICS): every
+  subscription, and this node by its id as a BROKER and a BROKER_LOGGER (the sink has no topics or
+  groups); any other type is UNSUPPORTED_VERSION (KF3-C-17).
 
 BROKER resources (type 4; the name ``""`` for the cluster default or this node's id, one scope here)
 describe and change the dynamic broker configs, the connection quotas (``ingest.admin.broker_configs``):
@@ -60,6 +62,9 @@ __all__ = ["BROKER", "CLIENT_METRICS", "ConfigApis"]
 CLIENT_METRICS: Final = 16
 """Kafka's ``ConfigResource.Type.CLIENT_METRICS``."""
 BROKER: Final = 4
+_TOPIC, _BROKER_LOGGER, _GROUP = 2, 8, 32
+_LISTABLE: Final = frozenset({_TOPIC, BROKER, _BROKER_LOGGER, CLIENT_METRICS, _GROUP})
+"""The types ListConfigResources v1 lists, as a broker (none asked: all of them; KF3-C-17)."""
 _DYNAMIC_BROKER_CONFIG, _DYNAMIC_DEFAULT_BROKER_CONFIG, _STATIC_BROKER_CONFIG = 2, 3, 4  # ConfigSource
 _DYNAMIC_CLIENT_METRICS_CONFIG: Final = 7
 _DEFAULT_CONFIG: Final = 5
@@ -288,20 +293,27 @@ class ConfigApis:
             return build(
                 schema, throttle_time=_ZERO_MS, error_code=ErrorCode.invalid_request, config_resources=()
             )
-        types = getattr(body, "resource_types", ())
+        types = set(getattr(body, "resource_types", ())) or set(_LISTABLE)
+        if not types <= _LISTABLE:  # as a broker answers a type it does not list (KF3-C-17)
+            return build(
+                schema, throttle_time=_ZERO_MS, error_code=ErrorCode.unsupported_version, config_resources=()
+            )
         listed = self.admin.list_subscriptions(client)
         if listed.error is not Errors.NONE or listed.value is None:
             return build(
                 schema, throttle_time=_ZERO_MS, error_code=ErrorCode(listed.error), config_resources=()
             )
-        names = sorted(listed.value) if not types or CLIENT_METRICS in types else []
+        node = self._broker_names[1]
+        found = [(kind, node) for kind in (BROKER, _BROKER_LOGGER) if kind in types]  # this node, by id
+        if CLIENT_METRICS in types:
+            found += [(CLIENT_METRICS, name) for name in sorted(listed.value)]
         resource = nested(schema, "ConfigResource")
         return build(
             schema,
             throttle_time=_ZERO_MS,
             error_code=ErrorCode.none,
             config_resources=tuple(
-                build(resource, resource_name=name, resource_type=CLIENT_METRICS) for name in names
+                build(resource, resource_name=name, resource_type=kind) for kind, name in found
             ),
         )
 
