@@ -120,10 +120,11 @@ async def test_KF3_C_3_describe_configs_with_no_key_list_describes_every_key_as_
 ) -> None:
     kafka, ours = await _made_and_described(kafka_oracle, sink, "wire-described", keys)
 
-    def configs(response: Any) -> list[tuple[int, str, str | None]]:
+    def configs(response: Any) -> list[tuple[int, str | None, str, str | None]]:
         [result] = response.results
         return [
-            (int(result.error_code), c.name, c.value) for c in sorted(result.configs, key=lambda c: c.name)
+            (int(result.error_code), result.error_message, c.name, c.value)
+            for c in sorted(result.configs, key=lambda c: c.name)
         ]
 
     assert configs(ours) == configs(kafka)
@@ -220,6 +221,7 @@ async def test_KF3_C_7_append_and_subtract_on_a_subscription_answer_as_kafka(
 
 
 TOPIC, BROKER, GROUP = i8(2), i8(4), i8(32)
+CONNECTION_KEYS = {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}
 
 
 @pytest.mark.parametrize(
@@ -259,3 +261,27 @@ async def test_KF3_C_17_list_config_resources_of_each_type_answers_as_kafka(
         return int(response.error_code), sorted(found)
 
     assert resources(ours, "0") == resources(kafka, "1")
+
+
+@pytest.mark.parametrize("keys", [None, ("max.connections",)], ids=["every key", "one key"])
+async def test_KF3_C_15_describing_the_cluster_default_broker_configs_answers_as_kafka(
+    kafka_oracle: KafkaOracle, sink: Running, keys: tuple[str, ...] | None
+) -> None:
+    """BROKER "" (the cluster-wide default): a broker describes only the dynamic defaults set, never its
+    static configs. Compared: the keys the sink has (the connection limits; a broker has many more,
+    docs/kafka-oracle.md)."""
+    request = describe.DescribeConfigsRequest(
+        resources=(
+            describe.DescribeConfigsResource(resource_type=BROKER, resource_name="", configuration_keys=keys),
+        )
+    )
+    kafka, ours = await _answers(kafka_oracle, sink, request)
+
+    def configs(response: Any) -> list[tuple[Any, ...]]:
+        [result] = response.results
+        ours = sorted(
+            (c.name, c.value, int(c.config_source)) for c in result.configs if c.name in CONNECTION_KEYS
+        )
+        return [(int(result.error_code), result.error_message), *ours]
+
+    assert configs(ours) == configs(kafka)

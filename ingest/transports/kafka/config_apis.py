@@ -18,9 +18,11 @@ clients manage subscriptions on the sink as on a broker:
 
 BROKER resources (type 4; the name ``""`` for the cluster default or this node's id, one scope here)
 describe and change the dynamic broker configs, the connection quotas (``ingest.admin.broker_configs``):
-DescribeConfigs gives each key's value in force, DYNAMIC_DEFAULT_BROKER_CONFIG (3, or
-DYNAMIC_BROKER_CONFIG, 2, when asked by id) where the config log set it, else STATIC_BROKER_CONFIG
-(4); IncrementalAlterConfigs SETs and DELETEs keys, AlterConfigs replaces the dynamic set.
+DescribeConfigs by id gives each key's value in force, DYNAMIC_BROKER_CONFIG (2) where the config log
+set it, else STATIC_BROKER_CONFIG (4); the cluster default (``""``) only the keys the config log set,
+DYNAMIC_DEFAULT_BROKER_CONFIG (3), as a broker describes it (KF3-C-15). A described resource without
+an error carries the error message ``""``, as a broker's. IncrementalAlterConfigs SETs and DELETEs
+keys, AlterConfigs replaces the dynamic set.
 
 Another resource type is answered INVALID_REQUEST for its resource (the sink has no topics or groups).
 A subscription change over the mutation quota is answered THROTTLING_QUOTA_EXCEEDED with its
@@ -125,7 +127,8 @@ class ConfigApis:
         return build(
             result,
             error_code=code,
-            error_message=message,
+            # a broker's generated DescribeConfigsResult carries "" when nothing went wrong (KF3-C-15)
+            error_message="" if code == ErrorCode.none else message,
             resource_type=resource.resource_type,
             resource_name=resource.resource_name,
             configs=configs,
@@ -160,8 +163,8 @@ class ConfigApis:
                     documentation=None,
                 )
                 for key, (value, dynamic) in configs.items()
-                if not keys or key in keys
-            ),
+                if (not keys or key in keys) and (dynamic or resource.resource_name != "")
+            ),  # the cluster default ("") is only what the config log set, as a broker (KF3-C-15)
         )
 
     def _entries(
