@@ -610,6 +610,17 @@ def test_over_http_basic_authentication_reads_and_refuses_a_wrong_password(over_
     assert "HTTP Response code: 401" in done.stderr
 
 
+def metrics(server: Server) -> dict[str, float]:
+    """The server's ``/metrics``, by name (Prometheus' text format checked on the way)."""
+    answer = httpx.get(f"http://127.0.0.1:{server.health_port}/metrics", timeout=10)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/plain")
+    return {
+        name: float(value)
+        for name, value in re.findall(r"^(telemetry_sink_sqlserver_\w+) (\S+)$", answer.text, re.MULTILINE)
+    }
+
+
 @pytest.mark.spark
 def test_a_statement_past_the_query_timeout_is_cancelled_even_if_the_client_raises_its_timeout(
     over_http: Server,
@@ -619,6 +630,11 @@ def test_a_statement_past_the_query_timeout_is_cancelled_even_if_the_client_rais
         _fetch(connection, endless)
     # the Thrift server's own timeout, or the server's (both count from the statement's start)
     assert re.search(r"TIMEDOUT|the query ran past its timeout of 20\.0 s", str(error.value))
+    # either way it exhausted a limit, which makes the user's next statement wait (T3-12)
+    deadline = time.monotonic() + 30
+    while metrics(over_http).get("telemetry_sink_sqlserver_exhausting_statements_total", 0) < 1:
+        assert time.monotonic() < deadline, "the timed-out statement was not counted as exhausting"
+        time.sleep(0.1)
     # a client cannot raise it: a session that sets it (JDBC's `;?key=value`) does not open (T3-3, T3-9)
     raised = {"set:hiveconf:spark.sql.thriftServer.queryTimeout": "100000"}
     with pytest.raises(Exception) as refused:  # noqa: PT011 - PyHive raises its Thrift answer as it is

@@ -33,7 +33,7 @@ from pyspark.sql import SparkSession
 from TCLIService.ttypes import TOperationState  # type: ignore[import-untyped]
 
 from spark_jobs.sql_server import MAX_RESULT_SIZE, hash_password, isolation, port_state
-from tests.spark_jobs.test_sql_server import PASSWORD, Server, _beeline, _stop, sql_server
+from tests.spark_jobs.test_sql_server import PASSWORD, Server, _beeline, _stop, metrics, sql_server
 
 REVIEW_STATEMENT = (
     "SELECT length(concat_ws('', collect_list(r))) "
@@ -55,17 +55,7 @@ class Guarded:
     passwords: Path
 
     def metrics(self) -> dict[str, float]:
-        return _metrics(self.server)
-
-
-def _metrics(server: Server) -> dict[str, float]:
-    answer = httpx.get(f"http://127.0.0.1:{server.health_port}/metrics", timeout=10)
-    assert answer.status_code == 200, answer.text
-    assert answer.headers["content-type"].startswith("text/plain")
-    return {
-        name: float(value)
-        for name, value in re.findall(r"^(telemetry_sink_sqlserver_\w+) (\S+)$", answer.text, re.MULTILINE)
-    }
+        return metrics(self.server)
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +168,7 @@ def test_a_server_whose_jvm_is_killed_answers_503_and_exits_non_zero(
         url = f"jdbc:hive2://127.0.0.1:{server.port}/default;transportMode=http;httpPath=cliservice"
         refused = _beeline(url, "SELECT 1;", "-n", "intruder", "-p", "guess")
         assert "HTTP Response code: 401" in refused.stderr
-        assert _metrics(server)["telemetry_sink_sqlserver_failed_logins_total"] >= 1  # beeline tries again
+        assert metrics(server)["telemetry_sink_sqlserver_failed_logins_total"] >= 1  # beeline tries again
         assert server.health()["status"] == "ok"
         jvm = _java_child(server.process.pid)
         os.kill(jvm, 9)

@@ -144,7 +144,7 @@ public final class QueryTimeout extends SparkListener {
   }
 
   /** A statement's key: its job group, else its Spark Connect operation tag; null if neither. */
-  private static String key(String group, String tags) {
+  static String key(String group, String tags) {
     if (group != null) {
       return "group:" + group;
     }
@@ -172,6 +172,16 @@ public final class QueryTimeout extends SparkListener {
               TimeUnit.MILLISECONDS);
           return new Statement();
         });
+  }
+
+  /**
+   * Whether the statement whose key is {@code key} ({@link #key}) has run past its timeout: its jobs
+   * that fail now fail for it, whichever timeout cancelled them (this one, or the Thrift server's own).
+   */
+  static boolean pastTimeout(String key) {
+    QueryTimeout timeout = installed;
+    Statement statement = timeout == null || key == null ? null : timeout.statements.get(key);
+    return statement != null && timeout.expired(statement);
   }
 
   private boolean expired(Statement statement) {

@@ -4,6 +4,7 @@ import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Properties;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.JobFailed;
@@ -18,7 +19,8 @@ import org.apache.spark.sql.SparkSession;
  * <p>A statement <em>exhausts</em> a limit when one of its Spark jobs fails because a task ran out of
  * the executor's heap ({@code java.lang.OutOfMemoryError}), because its result outgrew {@code
  * spark.driver.maxResultSize}, or because the statement ran past its timeout ({@link
- * QueryTimeout}). Each of these costs every other client: the executor JVM they share spends its
+ * QueryTimeout}'s or the Thrift server's own, which cancels with no reason given: a job that fails
+ * while its statement is past the timeout counts). Each of these costs every other client: the executor JVM they share spends its
  * cores and its heap on the statement (and its garbage collector stops all of their tasks) until it
  * fails. Failing is free for the one who sends it, so without a price a client could send it again at
  * once, forever.
@@ -91,7 +93,10 @@ public final class StatementBackoff extends SparkListener {
         }
       };
 
-  private final Map<Integer, String> jobUsers = new ConcurrentHashMap<>();
+  /** A running job's user, and its statement's key ({@link QueryTimeout#key}; null if none). */
+  private record Job(String user, String statement) {}
+
+  private final Map<Integer, Job> jobs = new ConcurrentHashMap<>();
 
   /**
    * The wait after {@code exhaustions} in the window (0 for none): {@link #BASE_DELAY_MS} times
@@ -218,23 +223,29 @@ public final class StatementBackoff extends SparkListener {
 
   @Override
   public void onJobStart(SparkListenerJobStart jobStart) {
-    String user =
-        jobStart.properties() == null ? null : jobStart.properties().getProperty(USER_PROPERTY);
+    Properties properties = jobStart.properties();
+    String user = properties == null ? null : properties.getProperty(USER_PROPERTY);
     if (user != null) {
-      jobUsers.put(jobStart.jobId(), user);
+      String statement =
+          QueryTimeout.key(
+              properties.getProperty(QueryTimeout.GROUP), properties.getProperty(QueryTimeout.TAGS));
+      jobs.put(jobStart.jobId(), new Job(user, statement));
     }
   }
 
   @Override
   public void onJobEnd(SparkListenerJobEnd jobEnd) {
-    String user = jobUsers.remove(jobEnd.jobId());
-    if (user == null || !(jobEnd.jobResult() instanceof JobFailed failed)) {
+    Job job = jobs.remove(jobEnd.jobId());
+    if (job == null || !(jobEnd.jobResult() instanceof JobFailed failed)) {
       return;
     }
     String limit = exhaustion(failed.exception().getMessage());
+    if (limit == null && QueryTimeout.pastTimeout(job.statement())) {
+      limit = "timeout"; // cancelled by the Thrift server's own timeout, which gives no reason
+    }
     if (limit != null) {
-      exhausted(user, System.currentTimeMillis());
-      Audit.exhausted(user.isEmpty() ? null : user, limit);
+      exhausted(job.user(), System.currentTimeMillis());
+      Audit.exhausted(job.user().isEmpty() ? null : job.user(), limit);
     }
   }
 }
