@@ -15,7 +15,6 @@ from kio.schema.incremental_alter_configs.v1 import request as incremental
 from kio.schema.list_config_resources.v1 import request as listed
 from kio.static.primitive import i8
 
-from tests.support.kafka import KafkaClient
 from tests.support.kafka_broker import KafkaOracle
 from tests.support.process import Running
 
@@ -27,14 +26,7 @@ SET, DELETE, APPEND = i8(0), i8(1), i8(2)
 
 async def _answers(oracle: KafkaOracle, sink: Running, request: Any) -> tuple[Any, Any]:
     """``request``'s response from the broker and from the sink."""
-    answers = []
-    for port in (oracle.broker.plaintext_port, sink.kafka_port):
-        client = await KafkaClient.connect(port)
-        try:
-            answers.append(await client.request(request))
-        finally:
-            client.close()
-    return answers[0], answers[1]
+    return await oracle.answers(sink.kafka_port, request)
 
 
 def _results(response: Any) -> list[tuple[int, str | None, str]]:

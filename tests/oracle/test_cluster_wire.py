@@ -14,7 +14,6 @@ from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.types import TopicName
 from kio.static.primitive import i8
 
-from tests.support.kafka import KafkaClient
 from tests.support.kafka_broker import KafkaOracle
 from tests.support.process import Running
 
@@ -26,15 +25,8 @@ UNKNOWN = TopicName("oracle-no-such-topic")
 
 async def _answers(oracle: KafkaOracle, sink: Running, request: Any) -> tuple[Any, Any, int, int]:
     """``request``'s response from the broker and from the sink, and the port each was asked on."""
-    ports = (oracle.broker.plaintext_port, sink.kafka_port)
-    answers = []
-    for port in ports:
-        client = await KafkaClient.connect(port)
-        try:
-            answers.append(await client.request(request))
-        finally:
-            client.close()
-    return answers[0], answers[1], ports[0], ports[1]
+    kafka, ours = await oracle.answers(sink.kafka_port, request)
+    return kafka, ours, oracle.broker.plaintext_port, sink.kafka_port
 
 
 def _node(nodes: tuple[Any, ...], port: int, id_field: str) -> tuple[int, list[tuple[Any, ...]]]:

@@ -23,11 +23,12 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import pytest
 
 from artifacts import classpath
+from tests.support.kafka import KafkaClient
 from tests.support.process import free_port
 
 JAVA_SOURCES: Final = Path(__file__).with_name("java")
@@ -260,6 +261,18 @@ class KafkaOracle:
             for server in (self.broker.bootstrap, f"127.0.0.1:{port}")
         )
         return kafka, other
+
+    async def answers(self, port: int, request: Any) -> tuple[Any, Any]:
+        """A kio ``request``'s response from the broker's PLAINTEXT listener, then from the Kafka listener
+        on ``port`` (the sink's), each on a connection of its own."""
+        answers = []
+        for server in (self.broker.plaintext_port, port):
+            client = await KafkaClient.connect(server)
+            try:
+                answers.append(await client.request(request))
+            finally:
+                client.close()
+        return answers[0], answers[1]
 
     def same(self, tool: str, port: int, *args: str) -> ToolRun:
         """``both``, asserting that the two answered the same exit status and output; the broker's run."""

@@ -115,9 +115,10 @@ public final class QueryTimeout extends SparkListener {
 
   /**
    * Throw {@link TimedOut} if the statement the current thread plans is past its timeout, or the
-   * thread was interrupted (its statement cancelled). Starts the statement's clock if it had not.
+   * thread was interrupted (its statement cancelled). Starts the statement's clock if it had not;
+   * returns the statement (null: the thread works for none).
    */
-  static void check(SparkContext sc) {
+  static Statement check(SparkContext sc) {
     if (Thread.currentThread().isInterrupted()) {
       throw new TimedOut(
           "telemetry-sink sql-server: the statement was cancelled while it was planned");
@@ -127,6 +128,7 @@ public final class QueryTimeout extends SparkListener {
     if (timeout != null && statement != null && timeout.expired(statement)) {
       throw new TimedOut(timeout.reason() + " (while it was planned)");
     }
+    return statement;
   }
 
   // -- jobs -------------------------------------------------------------------------------------

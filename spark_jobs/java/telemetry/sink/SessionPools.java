@@ -52,11 +52,6 @@ public final class SessionPools extends SparkListener {
     }
   }
 
-  /** How many sessions have a pool now. */
-  public static synchronized int open() {
-    return NUMBERS.size();
-  }
-
   @Override
   public void onOtherEvent(SparkListenerEvent event) {
     if (event instanceof SparkListenerThriftServerSessionClosed closed) {

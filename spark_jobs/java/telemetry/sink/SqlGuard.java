@@ -219,8 +219,7 @@ public final class SqlGuard implements Function1<SparkSessionExtensions, BoxedUn
    * time, its user's wait after exhausting the server's limits ({@link StatementBackoff}).
    */
   private static void started(SparkSession session) {
-    QueryTimeout.check(session.sparkContext());
-    StatementBackoff.admit(session);
+    StatementBackoff.admit(session, QueryTimeout.check(session.sparkContext()));
   }
 
   /** Run {@code check}; a refusal it throws is audited as {@code session}'s client's. */

@@ -6,7 +6,6 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentHashMap;
-import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.JobFailed;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
@@ -107,20 +106,18 @@ public final class StatementBackoff extends SparkListener {
   }
 
   /**
-   * The current thread starts a statement of {@code session}'s client: name its user for its jobs,
-   * and wait while the user pays for its exhaustions. Once per statement; throws {@link Refused}
+   * The current thread works on {@code statement} (null: none) of {@code session}'s client: the
+   * first time, name its user for its jobs and wait while the user pays for its exhaustions; throws {@link Refused}
    * when too many of the user's statements wait, {@link QueryTimeout.TimedOut} when the statement is
    * cancelled while it waits.
    */
-  static void admit(SparkSession session) {
-    SparkContext context = session.sparkContext();
-    QueryTimeout.Statement statement = QueryTimeout.current(context);
+  static void admit(SparkSession session, QueryTimeout.Statement statement) {
     if (statement == null || !statement.admitted.compareAndSet(false, true)) {
       return;
     }
     Clients.Client client = Clients.of(session);
     String user = Clients.principal(session);
-    context.setLocalProperty(USER_PROPERTY, user);
+    session.sparkContext().setLocalProperty(USER_PROPERTY, user);
     long waitMs = enter(user, System.currentTimeMillis());
     if (waitMs < 0) {
       Audit.refused(user, client.address(), MESSAGE);
