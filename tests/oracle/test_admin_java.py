@@ -2,7 +2,8 @@
 and against the sink (``tests/support/java/telemetry/sink/oracle/AdminCalls.java``): a subscription
 validated, made, described, listed, appended to and given a wrong value; a SCRAM user upserted,
 described and deleted, and an unknown one deleted; a user's quota set, described and removed. Every
-answer, errors included, is compared line by line (docs/kafka-oracle.md)."""
+answer, errors included, is compared line by line (docs/kafka-oracle.md). A broker's reads follow its
+controller's changes a moment later, so a read after a change is repeated until it shows the change."""
 
 from __future__ import annotations
 
@@ -26,14 +27,14 @@ CALLS = [
     f"append-subscription:{SUBSCRIPTION}:metrics=org.apache.kafka.consumer.",
     f"set-subscription:{SUBSCRIPTION}:interval.ms=10",
     f"upsert-scram:{USER}:SCRAM-SHA-256:8192:a-secret",
-    "scram-users:admin-calls-",
+    "scram-users:admin-calls-:1",  # each read after a change waits for the lines it should have
     f"delete-scram:{USER}:SCRAM-SHA-256",
-    "scram-users:admin-calls-",
+    "scram-users:admin-calls-:0",
     "delete-scram:admin-calls-nobody:SCRAM-SHA-512",
     f"set-quota:{USER}:producer_byte_rate=1024",
-    "quotas:admin-calls-",
+    "quotas:admin-calls-:1",
     f"set-quota:{USER}:producer_byte_rate=-",
-    "quotas:admin-calls-",
+    "quotas:admin-calls-:0",
 ]
 
 

@@ -32,7 +32,8 @@ import org.apache.kafka.common.quota.ClientQuotaFilter;
  * call that fails prints {@code error <exception's simple name>: <message>} (the Admin's exception,
  * unwrapped). Names and entries are printed sorted, so that the order a server lists them in does not
  * matter. Only what a call's arguments name is printed ({@code scram-users:PREFIX} prints the users
- * whose names start with PREFIX).
+ * whose names start with PREFIX). A read given the count of lines expected is repeated until it has
+ * them ({@link #settled}).
  */
 public final class AdminCalls {
 
@@ -45,7 +46,7 @@ public final class AdminCalls {
         System.out.println("> " + args[i]);
         String[] call = args[i].split(":");
         try {
-          for (String line : call(admin, call)) {
+          for (String line : settled(admin, call)) {
             System.out.println(line);
           }
         } catch (ExecutionException e) {
@@ -55,6 +56,23 @@ public final class AdminCalls {
       }
     }
     System.out.flush();
+  }
+
+  /**
+   * A call's lines; a read whose last argument is a count of lines ({@code quotas:PREFIX:1}) is made
+   * again, for up to 30 s, until it has that many: a broker answers reads from its metadata, which
+   * follows a change the controller made a moment later.
+   */
+  private static List<String> settled(Admin admin, String[] call) throws Exception {
+    boolean counted = call.length == 3 && (call[0].equals("quotas") || call[0].equals("scram-users"));
+    long deadline = System.nanoTime() + 30_000_000_000L;
+    while (true) {
+      List<String> lines = call(admin, call);
+      if (!counted || lines.size() == Integer.parseInt(call[2]) || System.nanoTime() > deadline) {
+        return lines;
+      }
+      Thread.sleep(100);
+    }
   }
 
   private static List<String> call(Admin admin, String[] call) throws Exception {
