@@ -19,6 +19,7 @@ server:
   max_concurrent_requests: 500  # KIP-714 + OTLP requests in flight, both ports (like queued.max.requests)
   overload_retry_after_ms: 1000 # the wait asked of a request refused for being over that limit
   max_hold_delay_ms: 10000      # a held KIP-714 request waits out its client's throttle up to this long
+  max_otlp_hold_delay_ms: 5000  # and a held OTLP/HTTP request, before its body is read
   decode_processes: 2           # worker processes decoding payloads over 4 KiB (ingest.push.decoding)
   http_max_connections: 10000   # connections to the HTTP port (listener.name.http.max.connections)
   http_header_timeout_ms: 10000 # a request's headers must arrive within this of its first byte
@@ -119,7 +120,7 @@ from ingest.limits import RequestLimits
 from ingest.push.admission import DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_OVERLOAD_RETRY_AFTER_MS
 from ingest.push.codec import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ingest.push.decoding import DEFAULT_DECODE_PROCESSES
-from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS
+from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS, DEFAULT_MAX_OTLP_HOLD_DELAY_MS
 from ingest.security.authentication import Authenticator, is_principal, load_tokens, parse_proxy_addresses
 from ingest.security.sasl import MECHANISMS, read_sasl_users
 from ingest.transports.connections import (
@@ -374,6 +375,7 @@ class ServerConfig:
     max_concurrent_requests: int = _key(DEFAULT_MAX_CONCURRENT_REQUESTS, _POSITIVE)
     overload_retry_after_ms: int = _key(DEFAULT_OVERLOAD_RETRY_AFTER_MS, _POSITIVE)
     max_hold_delay_ms: int = _key(DEFAULT_MAX_HOLD_DELAY_MS, _integer(0, None, "an integer >= 0"))
+    max_otlp_hold_delay_ms: int = _key(DEFAULT_MAX_OTLP_HOLD_DELAY_MS, _integer(0, None, "an integer >= 0"))
     decode_processes: int = _key(DEFAULT_DECODE_PROCESSES, _POSITIVE)
     http_max_connections: int = _key(DEFAULT_LISTENER_MAX_CONNECTIONS, _INT32)
     http_header_timeout_ms: int = _key(DEFAULT_HTTP_TIMEOUTS.header_ms, _INT32)

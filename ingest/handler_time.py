@@ -13,8 +13,12 @@ the wall time from a request's dequeue to its local completion: within a synchro
 runs nothing else, and the clock costs a few tens of nanoseconds where the thread's CPU clock is a
 system call (see ``benchmarks/quotas/request_overhead.py``).
 
-The decoder process's own CPU is not charged (Kafka has no such process; documented in
-docs/quotas.md).
+A large payload is decoded in another process (``ingest.push.decoding``), while the request waits;
+the CPU that process spent on it is then added to the request's handler time (``charge``): a broker
+decompresses and reads a push's payload on its request-handler thread (the telemetry receiver reads
+``PushTelemetryRequest.metricsData()``, which decompresses), so that work is request time in Kafka,
+whatever process does it here. It is the worker thread's CPU clock, not its wall time, which would
+include waiting for a core that other clients' work holds.
 
 ``record_request_time`` records a request's handler time in the request quota, in one place for every
 transport, as a broker's ``sendResponseMaybeThrottle`` and ``sendResponseExemptThrottle``: for its
@@ -35,7 +39,7 @@ from typing import Final
 from quotas import ClientRequestQuotaManager, ThrottleCallback
 from subscriptions import ClientContext
 
-__all__ = ["HandlerTime", "metering", "record_request_time", "waiting"]
+__all__ = ["HandlerTime", "charge", "metering", "record_request_time", "waiting"]
 
 
 class HandlerTime:
@@ -57,6 +61,10 @@ class HandlerTime:
     def resume(self) -> None:
         if self._since is None:
             self._since = self._clock()
+
+    def charge(self, ns: int) -> None:
+        """Add ``ns`` of this request's work done elsewhere."""
+        self._spent += ns
 
     def total_ns(self) -> int:
         running = 0 if self._since is None else self._clock() - self._since
@@ -106,6 +114,14 @@ def waiting() -> _Waiting:
     """The current request waits for something that is not its own work (nothing to do outside a
     metered request)."""
     return _Waiting()
+
+
+def charge(ns: int) -> None:
+    """Add ``ns`` of work another process did for the current request (a decoder's CPU) to its handler
+    time (nothing outside a metered request)."""
+    meter = _CURRENT.get()
+    if meter is not None:
+        meter.charge(ns)
 
 
 def record_request_time(

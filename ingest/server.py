@@ -225,6 +225,7 @@ class Sink:
             authenticator=config.security.authenticator(),
             max_decompressed_bytes=config.server.max_decompressed_bytes,
             max_hold_delay_ms=config.server.max_hold_delay_ms,
+            max_otlp_hold_delay_ms=config.server.max_otlp_hold_delay_ms,
             limits=config.limits,
             decode_processes=config.server.decode_processes,
             otlp_tolerant_intake=config.server.otlp_tolerant_intake,

@@ -15,33 +15,38 @@ run in another process):
 
 Each raises a ``codec.PayloadError`` carrying the Kafka code to answer.
 
-``PayloadDecoders`` runs them. A payload of at most ``INLINE_DECODE_BYTES`` once decompressed (every
-librdkafka push: 1.4 to 2.4 KB) is decoded on the event loop, where the worst such payload costs well
-under a millisecond and a hop to another process would cost more. Bigger payloads, and every OTLP JSON
-body, are decoded in a pool of ``server.decode_processes`` worker processes (started on first use,
-with ``spawn``, so no thread of the sink is forked): their CPU time never competes with the event loop
-for the GIL, and the loop only pickles the request's bytes across. The pool's size bounds how many
-large payloads are decoded at once (the rest queue, each in its admission slot) and so their memory.
-A worker that dies (killed for memory, say) breaks the pool: it is replaced, and the decode is tried
-once more on the new one; if that fails too the request is answered as a storage failure would be
-(retried later), never as the client's fault.
-"""
+``PayloadDecoders`` runs them. A payload of at most ``INLINE_DECODE_BYTES``, as sent and once
+decompressed (every librdkafka push: 1.4 to 2.4 KB), is decoded on the event loop, where the worst such
+payload costs well under a millisecond and a hop to another process would cost more. Bigger payloads (as
+sent: a megabyte of empty compressed frames inflates to nothing but takes the decompressor a while to
+walk), and every OTLP JSON body, are decoded in a pool of ``server.decode_processes`` worker processes
+(started on first use, with ``spawn``, so no thread of the sink is forked): their CPU time never
+competes with the event loop for the GIL, and the loop only pickles the request's bytes across. The
+pool's size bounds how many large payloads are decoded at once (the rest queue, each in its admission
+slot) and so their memory. A worker that dies (killed for memory, say) breaks the pool: it is replaced,
+and the decode is tried once more on the new one; if that fails too the request is answered as a storage
+failure would be (retried later), never as the client's fault. The CPU a worker spends on a request's
+payload, whether it decodes or refuses it, is charged to that request's handler time
+(``handler_time.charge``), as a broker's request-handler thread spends it: a client sending large
+payloads is held to its ``request_percentage`` like any other."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import multiprocessing
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
-from ingest.handler_time import waiting
+from ingest.handler_time import charge, waiting
 from ingest.limits import RequestLimits
 from ingest.push.codec import (
     InvalidPayloadError,
+    PayloadError,
     PayloadTooLargeError,
     decompress,
     parse_metrics_data,
@@ -70,8 +75,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 INLINE_DECODE_BYTES: Final = 4096
-"""Payloads up to this size once decompressed are decoded on the event loop; bigger ones in a worker
-process."""
+"""Payloads up to this size, as sent and once decompressed, are decoded on the event loop; bigger ones
+in a worker process."""
 DEFAULT_DECODE_PROCESSES: Final = 2
 _Decoded = TypeVar("_Decoded")
 Decode = Callable[[bytes, int, int, RequestLimits], _Decoded]
@@ -161,6 +166,20 @@ def _valid_export(payload: bytes, limits: RequestLimits) -> DecodedExport:
     return DecodedExport(tuple(groups), has_metrics, rejected)
 
 
+def _timed(
+    decode: Decode[_Decoded], data: bytes, compression_type: int, max_bytes: int, limits: RequestLimits
+) -> tuple[_Decoded | PayloadError, int]:
+    """In a worker: what ``decode`` made of the payload, or the ``PayloadError`` it refused it with, and
+    the CPU it took (ns of this thread's CPU clock)."""
+    started = time.thread_time_ns()
+    result: _Decoded | PayloadError
+    try:
+        result = decode(data, compression_type, max_bytes, limits)
+    except PayloadError as exc:
+        result = exc
+    return result, time.thread_time_ns() - started
+
+
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 """The worker pools, by size: one per process however many pipelines it runs (tests run many)."""
 _USERS: Counter[int] = Counter()
@@ -189,8 +208,10 @@ class PayloadDecoders:
         max_bytes: int,
         limits: RequestLimits,
     ) -> _Decoded:
-        """``decode`` a payload: on the loop if it is at most ``INLINE_DECODE_BYTES`` once decompressed
-        (found by decompressing no more than that), else in a worker process."""
+        """``decode`` a payload: on the loop if it is at most ``INLINE_DECODE_BYTES`` as sent and once
+        decompressed (found by decompressing no more than that), else in a worker process."""
+        if len(data) > INLINE_DECODE_BYTES:
+            return await self.in_worker(decode, data, compression_type, max_bytes, limits)
         try:
             return decode(data, compression_type, min(max_bytes, INLINE_DECODE_BYTES), limits)
         except StructureLimitError:
@@ -208,7 +229,8 @@ class PayloadDecoders:
         max_bytes: int,
         limits: RequestLimits,
     ) -> _Decoded:
-        """``decode`` a payload in a worker process; ``DecoderUnavailableError`` if none can."""
+        """``decode`` a payload in a worker process; ``DecoderUnavailableError`` if none can. The worker's
+        CPU for it is charged to the current request."""
         loop = asyncio.get_running_loop()
         if not self._sharing:
             self._sharing = True
@@ -220,13 +242,20 @@ class PayloadDecoders:
                     self.processes, mp_context=multiprocessing.get_context("spawn")
                 )
             try:
-                with waiting():  # another process's CPU, not the request's handler time
-                    return await loop.run_in_executor(pool, decode, data, compression_type, max_bytes, limits)
+                with waiting():  # the wait is not the request's handler time; the worker's CPU is
+                    result, cpu_ns = await loop.run_in_executor(
+                        pool, _timed, decode, data, compression_type, max_bytes, limits
+                    )
             except BrokenProcessPool:
                 log.warning("a payload decoder process died (attempt %d); starting new ones", attempt)
                 if self.pool is pool:
                     del _POOLS[self.processes]
                 pool.shutdown(wait=False, cancel_futures=True)
+                continue
+            charge(cpu_ns)
+            if isinstance(result, PayloadError):
+                raise result
+            return result
         raise DecoderUnavailableError("no decoder process could decode the payload")
 
     async def close(self) -> None:

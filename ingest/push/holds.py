@@ -26,8 +26,13 @@ What a held request gets depends on the RPC (``pipeline``):
   has waited and the hold grew past that), or when another request of the same (principal, client id)
   is already waiting (one waiting request per client, as a muted channel holds one; every waiting
   request also keeps its admission slot).
-- OTLP: refused at once with the time left (``remaining_ms``; RESOURCE_EXHAUSTED + RetryInfo, 429 +
-  Retry-After), which OTLP clients honour by sending the same batch again later.
+- OTLP/HTTP: muted before its body is read (``wait``, as a KIP-714 request, for at most
+  ``server.max_otlp_hold_delay_ms``: 5 s by default, half the OpenTelemetry SDKs' default export
+  timeout, so that the answer comes before the exporter gives up), then handled as usual; a request
+  that may not wait is refused at once with the time left (429 + Retry-After). One whose client gave
+  up meanwhile does not land: its body, read only after the wait, went with its connection.
+- OTLP gRPC: refused at once with the time left (``remaining_ms``; RESOURCE_EXHAUSTED + RetryInfo),
+  which OTLP clients honour by sending the same batch again later (the request was already read).
 
 Throttles that are not quotas (a too-early Get/Push, PD-7; an overload answer, ``admission``) are
 advice in the response and hold nobody. The Kafka wire listener mutes the connection instead, as a
@@ -50,11 +55,15 @@ from typing import Final
 from ingest.limits import DEFAULT_LIMITS
 from quotas import ClientQuotaManager, Clock
 
-__all__ = ["DEFAULT_MAX_HOLD_DELAY_MS", "ClientHolds"]
+__all__ = ["DEFAULT_MAX_HOLD_DELAY_MS", "DEFAULT_MAX_OTLP_HOLD_DELAY_MS", "ClientHolds"]
 
 DEFAULT_MAX_HOLD_DELAY_MS: Final = 10_000
 """``server.max_hold_delay_ms``: the longest a held KIP-714 request waits (a client's request timeout
 is typically 30 s or more)."""
+
+DEFAULT_MAX_OTLP_HOLD_DELAY_MS: Final = 5_000
+"""``server.max_otlp_hold_delay_ms``: the longest a held OTLP/HTTP request waits (the OpenTelemetry
+SDKs' export timeout is 10 s by default)."""
 
 _Client = tuple[str, str]
 """(principal, client id): who sent a request."""

@@ -32,16 +32,17 @@ What a failure is answered with follows how clients react (PD-12):
 | exporter RETRYABLE or an exception in it, no decoder process | THROTTLING_QUOTA_EXCEEDED (next push) |
 | exporter PERMANENT (data refused downstream) | INVALID_RECORD |
 
-``export_otlp``: the OTLP receivers' path, with no subscription gate (OTLP clients never ask for
-one). A client held by an earlier throttle is refused with the time left, unrecorded (``holds``);
-otherwise the byte-rate quota records the body, the codec decodes it, the client instance is resolved
-(``identity.otlp_instance_id``) and must not belong to another principal (``instance_owners``;
-else CLUSTER_AUTHORIZATION_FAILED: PERMISSION_DENIED / 403), points that break the OTLP data model
-are dropped (``otlp_points``: the rest land and the answer's ``partial_success`` counts them) and
-the exporter lands it; a positive quota throttle then holds the violated sensor. Its ``OtlpOutcome``
-carries a Kafka error code that ``errors.OTLP_ANSWERS`` turns into the transport's status: an exporter
-RETRYABLE or an overload is UNKNOWN_SERVER_ERROR (UNAVAILABLE / 503, retried after
-``EXPORTER_RETRY_MS`` or ``server.overload_retry_after_ms``).
+``export_otlp``: the OTLP receivers' path, with no subscription gate (OTLP clients never ask for one). A
+client held by an earlier throttle is refused with the time left, unrecorded (``holds``); over HTTP it
+is muted first (``otlp_hold``, before its body is read: the request waits out the hold as a KIP-714
+request does, and is then handled); otherwise the byte-rate quota records the body, the codec decodes
+it, the client instance is resolved (``identity.otlp_instance_id``) and must not belong to another
+principal (``instance_owners``; else CLUSTER_AUTHORIZATION_FAILED: PERMISSION_DENIED / 403), points that
+break the OTLP data model are dropped (``otlp_points``: the rest land and the answer's
+``partial_success`` counts them) and the exporter lands it; a positive quota throttle then holds the
+violated sensor. Its ``OtlpOutcome`` carries a Kafka error code that ``errors.OTLP_ANSWERS`` turns into
+the transport's status: an exporter RETRYABLE or an overload is UNKNOWN_SERVER_ERROR (UNAVAILABLE / 503,
+retried after ``EXPORTER_RETRY_MS`` or ``server.overload_retry_after_ms``).
 
 Transports build the ``ClientContext`` (who is asking) and map responses to their wire format;
 the only checks they make first are their wire format's own (the OTLP/HTTP receiver's content types,
@@ -76,7 +77,7 @@ from ingest.push.decoding import (
     decode_json_export,
     decode_push,
 )
-from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS, ClientHolds
+from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS, DEFAULT_MAX_OTLP_HOLD_DELAY_MS, ClientHolds
 from ingest.push.metrics import RequestMetrics
 from ingest.security.attribution import ClientGroup
 from ingest.security.authentication import Authenticator
@@ -147,6 +148,10 @@ def _throttled_push(throttle_ms: int) -> PushTelemetryResponse:
     return PushTelemetryResponse(throttle_ms, Errors.THROTTLING_QUOTA_EXCEEDED)
 
 
+def _held_export(held_ms: int) -> OtlpOutcome:
+    return OtlpOutcome(Errors.THROTTLING_QUOTA_EXCEEDED, held_ms, "over quota: retry after the delay")
+
+
 class TelemetryPipeline:
     """Runs every KIP-714 request through identity, quotas, the core, the codec and the exporter."""
 
@@ -161,6 +166,7 @@ class TelemetryPipeline:
         authenticator: Authenticator = OPEN,
         max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
         max_hold_delay_ms: int = DEFAULT_MAX_HOLD_DELAY_MS,
+        max_otlp_hold_delay_ms: int = DEFAULT_MAX_OTLP_HOLD_DELAY_MS,
         limits: RequestLimits = DEFAULT_LIMITS,
         decode_processes: int = DEFAULT_DECODE_PROCESSES,
         otlp_tolerant_intake: bool = False,
@@ -175,6 +181,7 @@ class TelemetryPipeline:
         """The identity stage: transports build each request's ``ClientContext`` with it."""
         self.max_decompressed_bytes = max_decompressed_bytes
         self.max_hold_delay_ms = max_hold_delay_ms
+        self.max_otlp_hold_delay_ms = max_otlp_hold_delay_ms
         self.limits = limits
         """What one request may hold (``limits:``), checked before a payload is parsed."""
         self.otlp_decode = decode_export_tolerant if otlp_tolerant_intake else decode_export
@@ -326,9 +333,7 @@ class TelemetryPipeline:
             principal, client_id = client.principal, client.client_id or ""
             held_ms = self.holds.remaining_ms(principal, client_id, now)
             if held_ms:
-                return OtlpOutcome(
-                    Errors.THROTTLING_QUOTA_EXCEEDED, held_ms, "over quota: retry after the delay"
-                )
+                return _held_export(held_ms)
             with metering(self._clock_ns) as meter:
                 byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
                     principal, client_id, len(body), now
@@ -339,6 +344,19 @@ class TelemetryPipeline:
             request_throttle = record_request_time(self.quotas.request, client, meter, now)
             self._hold(client, byte_throttle, request_throttle, now)
             return outcome
+
+    async def otlp_hold(self, client: ClientContext) -> OtlpOutcome | None:
+        """Mute a held client's OTLP/HTTP request before its body is read, as a broker mutes a
+        throttled channel (its next request is not read until the throttle ends): None once it may go
+        ahead (``export_otlp`` then handles it as usual), or the refusal with the time left when it may
+        not wait, as a KIP-714 request may not (the hold ends more than
+        ``server.max_otlp_hold_delay_ms`` away, or another request of the client already waits). A
+        client sending back to back without honouring ``Retry-After`` so sends at most a request per
+        hold, not as fast as it is answered."""
+        left = await self.holds.wait(
+            client.principal, client.client_id or "", self.clock, self.max_otlp_hold_delay_ms
+        )
+        return _held_export(left) if left else None
 
     async def _land_otlp(
         self,

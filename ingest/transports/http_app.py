@@ -298,6 +298,9 @@ class _Handlers:
             client = request_client(request)
         except AuthenticationError as exc:
             return _otlp_reply(AUTHENTICATION_ANSWER, AUTHENTICATION_FAILED, str(exc), 0, as_json)
+        held = await self.pipeline.otlp_hold(client)  # a held client's body is not read meanwhile
+        if held is not None:
+            return _otlp_answer(held, as_json)
         body, compression = await request.read(), _CONTENT_ENCODINGS[encoding]
         outcome = await self.pipeline.export_otlp(
             body, compression, client, request.headers.get(INSTANCE_ID_HEADER), as_json=as_json

@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
+from ingest.handler_time import metering
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
-from ingest.push.codec import PayloadTooLargeError
+from ingest.push import decoding as decoding_module
+from ingest.push.codec import PayloadTooLargeError, decompress
 from ingest.push.decoding import INLINE_DECODE_BYTES, PayloadDecoders, decode_export, decode_push
 from ingest.push.otlp_scan import StructureLimitError
 from subscriptions import Errors
@@ -55,6 +57,46 @@ async def test_a_refusal_in_a_worker_reaches_the_loop_as_the_same_error_with_its
         await decoders.close()
     assert refused.value.limit == "max_resource_metrics"
     assert isinstance(refused.value, PayloadTooLargeError)
+
+
+async def test_QUO_11_the_cpu_a_worker_spends_on_a_payload_is_charged_to_the_request() -> None:
+    """Decoded or refused, what a payload cost the worker is the request's handler time, as it is on a
+    broker's request-handler thread; the wait for the worker is not (here the loop's clock stands
+    still, so all a meter holds is what was charged to it)."""
+    decoders = PayloadDecoders(3)
+    two = resource_payload(padding="x" * INLINE_DECODE_BYTES) * 2
+    try:
+        with metering(clock=lambda: 0) as decoded:
+            assert await decoders.in_worker(decode_push, LARGE, 0, MIB, DEFAULT_LIMITS) == LARGE
+        with metering(clock=lambda: 0) as refused, pytest.raises(StructureLimitError):
+            await decoders.in_worker(decode_export, two, 0, MIB, RequestLimits(max_resource_metrics=1))
+    finally:
+        await decoders.close()
+    assert decoded.total_ns() > 0
+    assert refused.total_ns() > 0
+
+
+async def test_F5_a_large_payload_that_inflates_to_little_is_decompressed_in_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A megabyte of empty zstd frames inflates to nothing: the decompressor walks it in a worker, never
+    on the loop (the spy, set in this process only, sees no call)."""
+    on_the_loop: list[int] = []
+
+    def spied(data: bytes, *args: int, **kwargs: int) -> bytes:
+        on_the_loop.append(len(data))
+        return decompress(data, *args, **kwargs)
+
+    monkeypatch.setattr(decoding_module, "decompress", spied)
+    decoders = PayloadDecoders(3)
+    try:
+        with pytest.raises(PayloadTooLargeError):
+            await decoders.decode(decode_push, attacks.zstd_frames(MIB), 4, MIB, DEFAULT_LIMITS)
+        small = attacks.zstd_bomb(resource_payload(padding="x" * 1000))
+        assert await decoders.decode(decode_push, small, 4, MIB, DEFAULT_LIMITS) != b""
+    finally:
+        await decoders.close()
+    assert on_the_loop == [len(small)]  # the small one, and only it, on the loop
 
 
 def test_every_payload_error_survives_the_trip_between_processes() -> None:

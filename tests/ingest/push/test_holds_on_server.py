@@ -1,12 +1,13 @@
 """T3-5 on a real ``telemetry-sink serve``: a user quota holds every client id of the user.
 
-``User:alice`` (a bearer token) has a ``<user>`` quota of ``producer_byte_rate`` 10 KiB/s and sends
-OTLP exports of ~21 KB back to back, each under a client id it never used before; ``User:bob``, with
-the same quota, sends small exports within it beside her. Over OTLP/HTTP and OTLP gRPC, alice is
-refused (429 / RESOURCE_EXHAUSTED, with the time to wait) once her user's sensor is throttled, so what
-lands of hers stays near the quota, and every export of bob lands. The bounds are the quota's
-arithmetic over the time the run really took, never a timing of the sink: what a rate sensor admits
-over a span is at most ``quota x (span + samples x window)`` plus its last request.
+``User:alice`` (a bearer token) has a ``<user>`` quota of ``producer_byte_rate`` 10 KiB/s and sends OTLP
+exports of ~21 KB back to back, each under a client id it never used before; ``User:bob``, with the same
+quota, sends small exports within it beside her. Once her user's sensor is throttled, alice is held:
+over OTLP/HTTP her next request waits out the hold before its body is read (or is refused 429 with the
+time to wait if it may not wait), over OTLP gRPC it is refused (RESOURCE_EXHAUSTED with the time to
+wait); either way what lands of hers stays near the quota, and every export of bob lands. The bounds are
+the quota's arithmetic over the time the run really took, never a timing of the sink: what a rate sensor
+admits over a span is at most ``quota x (span + samples x window)`` plus its last request.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ QUOTA_SPAN_S: Final = 11
 """``quota.window.num`` x ``quota.window.size.seconds`` (the defaults): the most a rate averages over."""
 GREEDY: Final = metrics_data(points=600)
 POLITE: Final = metrics_data(points=10)
-REFUSALS: Final = 20
-"""alice sends until refused this often (before T3-5's fix the review's sender was refused none of 44
-exports in 10 s: the test then fails at ``GIVE_UP_S``)."""
+SENDING_S: Final = 6.0
+"""alice sends back to back for this long (before T3-5's fix the review's sender landed 34 times its
+quota: some 100 exports in that time where the quota lets about 9 through)."""
 GIVE_UP_S: Final = 30.0
 CONFIG: Final = """\
 security:
@@ -66,16 +67,15 @@ def sink(tmp_path: Path) -> Iterator[Running]:
 
 
 async def _run(export: Export) -> None:
-    """alice under a new client id per request until refused ``REFUSALS`` times; bob beside her."""
+    """alice under a new client id per request for ``SENDING_S``; bob beside her."""
     alice: Counter[str] = Counter()
     bob: Counter[str] = Counter()
     done = asyncio.Event()
 
     async def greedy() -> None:
         for n in itertools.count():
-            answer = await export("t-alice", f"app-{n}", GREEDY)
-            alice[answer] += 1
-            if alice["refused"] >= REFUSALS:
+            alice[await export("t-alice", f"app-{n}", GREEDY)] += 1
+            if time.monotonic() - started >= SENDING_S:
                 break
         done.set()
 
@@ -88,7 +88,8 @@ async def _run(export: Export) -> None:
     async with asyncio.timeout(GIVE_UP_S):
         await asyncio.gather(greedy(), polite())
     span_s = time.monotonic() - started
-    assert set(alice) == {"accepted", "refused"}, alice
+    assert alice["accepted"], alice
+    assert set(alice) <= {"accepted", "refused"}, alice
     assert alice["accepted"] * len(GREEDY) <= QUOTA * (span_s + QUOTA_SPAN_S) + len(GREEDY), (alice, span_s)
     assert set(bob) == {"accepted"}, bob  # never held, never refused
 

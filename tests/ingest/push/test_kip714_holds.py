@@ -4,19 +4,24 @@ a FakeClock: a held request waits in virtual time, so how long it waited is read
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
+from aiohttp import web
 
-from exporters import InMemoryExporter
+from exporters import Health, InMemoryExporter
 from ingest.proto import client_telemetry_pb2 as pb
 from ingest.push.pipeline import TelemetryPipeline
 from ingest.security.authentication import Authenticator
+from ingest.transports.http_app import SERVER_OPTIONS, create_http_app
 from ingest.wire import OTLP_METRICS_PATH, PUSH_PATH
 from quotas import ClientQuotaEntity, MetricName
 from subscriptions import Errors
-from tests.support.clock import FakeClock
+from tests.support.clock import FakeClock, SteppedClock, eventually
 from tests.support.otlp import metrics_data
 from tests.support.pipeline import kafka_pipeline
 from tests.support.servers import Endpoints, serve_both
@@ -124,7 +129,11 @@ def alice_and_bob(clock: FakeClock, exporter: InMemoryExporter, tmp_path: Path) 
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text('"t-alice": "User:alice"\n"t-bob": "User:bob"\n')
     pipeline = kafka_pipeline(
-        clock, exporter, max_hold_delay_ms=600_000, authenticator=Authenticator(str(tokens))
+        clock,
+        exporter,
+        max_hold_delay_ms=600_000,
+        max_otlp_hold_delay_ms=600_000,
+        authenticator=Authenticator(str(tokens)),
     )
     pipeline.quotas.alter(ClientQuotaEntity("alice", None), "producer_byte_rate", 100)
     return pipeline
@@ -160,9 +169,9 @@ async def test_T3_5_a_kip714_push_under_a_new_client_id_waits_out_its_users_hold
     ]
 
 
-async def test_T3_5_otlp_exports_under_new_client_ids_are_refused_while_their_user_is_held(
-    tmp_path: Path,
-) -> None:
+async def test_T3_5_otlp_exports_under_new_client_ids_are_held_while_their_user_is(tmp_path: Path) -> None:
+    """Over gRPC a held export is refused at once with the time to wait; over HTTP it is muted: it waits
+    out the hold before its body is read, then lands (the clock moved past the hold meanwhile)."""
     clock, exporter = FakeClock(), InMemoryExporter()
     async with serve_both(alice_and_bob(clock, exporter, tmp_path)) as endpoints:
         http = {"Authorization": "Bearer t-alice", "Content-Type": "application/x-protobuf"}
@@ -170,23 +179,56 @@ async def test_T3_5_otlp_exports_under_new_client_ids_are_refused_while_their_us
             OTLP_METRICS_PATH, content=PAYLOAD, headers={**http, "x-kafka-client-id": "app-0"}
         )
         assert first.status_code == 200  # landed: the throttle starts the hold
-        clock.advance(500)
-        for n in range(1, 4):
-            held = await endpoints.http.post(
-                OTLP_METRICS_PATH, content=PAYLOAD, headers={**http, "x-kafka-client-id": f"app-{n}"}
-            )
-            assert held.status_code == 429
-            assert int(held.headers["Retry-After"]) >= 1
-        status, _, trailers = await endpoints.otlp_export(PAYLOAD, as_user("t-alice", "app-4"))
+        held_at = clock.now_ms()
+        status, _, trailers = await endpoints.otlp_export(PAYLOAD, as_user("t-alice", "app-1"))
         assert status == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "google.rpc.retryinfo-bin" in trailers
         status, _, _ = await endpoints.otlp_export(PAYLOAD, as_user("t-bob", "app-1"))
         assert status == grpc.StatusCode.OK  # bob is not alice
-        clock.advance(60_000)  # the hold is over
-        status, _, _ = await endpoints.otlp_export(PAYLOAD, as_user("t-alice", "app-5"))
-        assert status == grpc.StatusCode.OK
+        assert clock.now_ms() == held_at  # nobody waited so far
+        muted = await endpoints.http.post(
+            OTLP_METRICS_PATH, content=PAYLOAD, headers={**http, "x-kafka-client-id": "app-2"}
+        )
+        assert muted.status_code == 200
+        assert clock.now_ms() > held_at  # it waited out alice's hold
     assert [(p.context.principal, p.context.client_id) for p in exporter.pushes] == [
         ("User:alice", "app-0"),
         ("User:bob", "app-1"),
-        ("User:alice", "app-5"),
+        ("User:alice", "app-2"),
     ]
+
+
+async def test_T3_5_a_muted_otlp_export_whose_client_gave_up_meanwhile_does_not_land(tmp_path: Path) -> None:
+    """The exporter's timeout ran out while its request was muted: nobody will read the answer, and the
+    client will send the batch again, so the request does not land once the hold ends (its body, read
+    only then, is gone with its connection). Served as the sink serves: an ``AppRunner`` that does not
+    cancel a handler whose client went away."""
+    clock, exporter = SteppedClock(), InMemoryExporter()
+    app = create_http_app(alice_and_bob(clock, exporter, tmp_path), ready=lambda: Health(True))
+    runner = web.AppRunner(app, **SERVER_OPTIONS)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    assert runner.server is not None
+    connections = runner.server.connections
+    http = {"Authorization": "Bearer t-alice", "Content-Type": "application/x-protobuf"}
+    base_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with httpx.AsyncClient(base_url=base_url) as client:
+            first = await client.post(
+                OTLP_METRICS_PATH, content=PAYLOAD, headers={**http, "x-kafka-client-id": "a"}
+            )
+            assert first.status_code == 200  # landed: the throttle starts the hold
+            muted = asyncio.create_task(
+                client.post(OTLP_METRICS_PATH, content=PAYLOAD, headers={**http, "x-kafka-client-id": "b"})
+            )
+            await eventually(lambda: bool(clock.pending))  # waiting out the hold
+            muted.cancel()  # the exporter gives up: its connection is closed
+            with contextlib.suppress(asyncio.CancelledError):
+                await muted
+        await eventually(lambda: not connections)
+        clock.advance(600_000)  # the hold is over: the muted request goes on
+        await eventually(lambda: not clock.pending)
+    finally:
+        await runner.cleanup()  # once the muted request's handler has finished
+    assert [p.context.client_id for p in exporter.pushes] == ["a"]

@@ -240,6 +240,19 @@ async def test_a_dead_decoder_process_is_replaced_and_the_push_is_decoded_by_a_n
     assert len(h.exporter.pushes) == 2
 
 
+async def test_QUO_11_a_large_payloads_decoding_in_a_worker_is_request_time() -> None:
+    """The loop's clock stands still here: the only handler time is what the decoder process spent."""
+    h = Harness()
+    h.pipeline = TelemetryPipeline(h.manager, h.quotas, h.exporter, clock=h.clock, clock_ns=lambda: 0)
+    h.quotas.alter(ClientQuotaEntity(user="alice"), "request_percentage", 0.01)  # 0.1 ms a second
+    assert await h.get() == Errors.NONE
+    large = metrics_data(points=20_000)  # about 700 KB: a few ms to scan and parse
+    assert len(large) > INLINE_DECODE_BYTES
+    error, throttle = await h.push(large, 0)
+    assert error == Errors.NONE
+    assert throttle > 0
+
+
 class _CommitOnABusyLoop(InMemoryExporter):
     """An exporter whose durable commit takes a while, during which the loop runs other clients'
     requests: the clock advances by 500 ms that are not this request's."""
