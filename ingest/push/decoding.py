@@ -33,6 +33,7 @@ payloads is held to its ``request_percentage`` like any other."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import time
@@ -180,6 +181,18 @@ def _timed(
     return result, time.thread_time_ns() - started
 
 
+def _discard(pool: ProcessPoolExecutor) -> None:
+    """Stop a broken pool without waiting for it, and kill what is left of its workers. A worker the
+    pool was starting as another died can outlive the pool's own SIGTERM (a signal that arrives between
+    the fork and the exec of a spawned process is taken by the parent's handler, which the sink has
+    for SIGTERM): the pool's thread would then wait for it forever. SIGKILL cannot be taken."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # gone once shut down
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        with contextlib.suppress(ProcessLookupError):
+            worker.kill()
+
+
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 """The worker pools, by size: one per process however many pipelines it runs (tests run many)."""
 _USERS: Counter[int] = Counter()
@@ -250,7 +263,7 @@ class PayloadDecoders:
                 log.warning("a payload decoder process died (attempt %d); starting new ones", attempt)
                 if self.pool is pool:
                     del _POOLS[self.processes]
-                pool.shutdown(wait=False, cancel_futures=True)
+                _discard(pool)
                 continue
             charge(cpu_ns)
             if isinstance(result, PayloadError):

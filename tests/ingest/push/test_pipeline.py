@@ -46,7 +46,7 @@ class Harness:
     made: ClassVar[list[Harness]] = []
     """Every harness of the running test, closed after it by ``_close_the_harnesses``."""
 
-    def __init__(self, exporter: InMemoryExporter | None = None) -> None:
+    def __init__(self, exporter: InMemoryExporter | None = None, decode_processes: int = 2) -> None:
         Harness.made.append(self)
         self.clock = FakeClock()
         store = SubscriptionStore()
@@ -62,6 +62,7 @@ class Harness:
             self.exporter,
             clock=self.clock,
             clock_ns=self._thread_time,
+            decode_processes=decode_processes,
         )
         self.instance_id = UUID(int=0)
         self.subscription_id = 0
@@ -225,7 +226,9 @@ async def test_small_payloads_are_decoded_on_the_loop_and_large_ones_in_a_worker
 
 
 async def test_a_dead_decoder_process_is_replaced_and_the_push_is_decoded_by_a_new_one() -> None:
-    h = Harness()
+    """On a pool of a size no other test uses: the pools are shared by size within a process, and the
+    workers killed here, and the pool started in their place, must be this test's alone."""
+    h = Harness(decode_processes=4)
     await h.get()
     large = MetricsData.FromString(metrics_data())
     large.resource_metrics[0].schema_url = "x" * INLINE_DECODE_BYTES
