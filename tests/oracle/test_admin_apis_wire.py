@@ -89,7 +89,13 @@ async def test_KF3_C_8_a_null_value_in_alter_configs_is_refused_as_kafka_refuses
 
 
 async def _made_and_described(
-    oracle: KafkaOracle, sink: Running, name: str, keys: tuple[str, ...] | None, *, synonyms: bool = False
+    oracle: KafkaOracle,
+    sink: Running,
+    name: str,
+    keys: tuple[str, ...] | None,
+    *,
+    synonyms: bool = False,
+    documentation: bool = False,
 ) -> tuple[Any, Any]:
     """A subscription made on both (interval and metrics set, match left out), then described."""
     made = incremental.IncrementalAlterConfigsRequest(
@@ -101,7 +107,7 @@ async def _made_and_described(
         resource_type=CLIENT_METRICS, resource_name=name, configuration_keys=keys
     )
     request = describe.DescribeConfigsRequest(
-        resources=(resource,), include_synonyms=synonyms, include_documentation=False
+        resources=(resource,), include_synonyms=synonyms, include_documentation=documentation
     )
     return await _answers(oracle, sink, request)
 
@@ -155,6 +161,19 @@ async def test_KF3_C_2_a_set_key_is_described_with_its_one_synonym_as_kafka(
         ]
 
     assert configs(ours) == configs(kafka)
+
+
+async def test_KF3_C_2_each_key_is_described_with_its_documentation_as_kafka(
+    kafka_oracle: KafkaOracle, sink: Running
+) -> None:
+    kafka, ours = await _made_and_described(kafka_oracle, sink, "wire-documented", None, documentation=True)
+
+    def documented(response: Any) -> list[tuple[str, str | None]]:
+        [result] = response.results
+        return sorted((c.name, c.documentation) for c in result.configs)
+
+    assert documented(ours) == documented(kafka)
+    assert all(text for _, text in documented(kafka))
 
 
 async def test_describing_unknown_and_repeated_scram_users_answers_as_kafka(

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -56,6 +56,8 @@ from subscriptions.model import (
     CONFIG_KEYS,
     DEFAULT_INTERVAL_MS,
     INTERVAL_MS_CONFIG,
+    MATCH_CONFIG,
+    METRICS_CONFIG,
     PropertyValue,
 )
 
@@ -72,8 +74,22 @@ _DYNAMIC_CLIENT_METRICS_CONFIG: Final = 7
 _DEFAULT_CONFIG: Final = 5
 _LIST, _INT, _STRING = 7, 3, 2  # ConfigEntry.ConfigType
 _DEFAULTS: Final = {INTERVAL_MS_CONFIG: str(DEFAULT_INTERVAL_MS)}
+_DOCUMENTATION: Final = {
+    METRICS_CONFIG: "Telemetry metric name prefix list",
+    INTERVAL_MS_CONFIG: "Metrics push interval in milliseconds",
+    MATCH_CONFIG: "Client match criteria",
+}
+"""A client-metrics key's documentation, as a broker describes it when asked (``include_documentation``,
+KF3-C-2)."""
 _ZERO_MS: Final = datetime.timedelta(0)
 _UNSUPPORTED: Final = "The sink has CLIENT_METRICS (16) and BROKER (4) resources only"
+
+
+class _Asked(NamedTuple):
+    """What a DescribeConfigs request asks to be told beside each value."""
+
+    synonyms: bool
+    documentation: bool
 
 
 def _text(value: PropertyValue) -> str:
@@ -102,13 +118,14 @@ class ConfigApis:
     async def describe_configs(self, header: RequestHeader, body: Any, connection: Any) -> Any:
         schema = response_schema(DESCRIBE_CONFIGS, header.api_version)
         client = self._client(header, connection)
-        synonyms = bool(getattr(body, "include_synonyms", False))
-        results = tuple(self._described(schema, client, resource, synonyms) for resource in body.resources)
+        asked = _Asked(
+            bool(getattr(body, "include_synonyms", False)),
+            bool(getattr(body, "include_documentation", False)),
+        )
+        results = tuple(self._described(schema, client, resource, asked) for resource in body.resources)
         return build(schema, throttle_time=_ZERO_MS, results=results)
 
-    def _described(
-        self, schema: type[Any], client: ClientContext | str, resource: Any, synonyms: bool
-    ) -> Any:
+    def _described(self, schema: type[Any], client: ClientContext | str, resource: Any, asked: _Asked) -> Any:
         result = nested(schema, "DescribeConfigsResult")
         code, message, configs = ErrorCode.none, None, ()
         if isinstance(client, str):
@@ -123,7 +140,7 @@ class ConfigApis:
             described = self.admin.describe_subscription(client, resource.resource_name)
             code, message = ErrorCode(described.error), described.message
             if described.value is not None and described.error is Errors.NONE:
-                configs = self._entries(schema, described.value, resource.configuration_keys, synonyms)
+                configs = self._entries(schema, described.value, resource.configuration_keys, asked)
         return build(
             result,
             error_code=code,
@@ -168,11 +185,12 @@ class ConfigApis:
         )
 
     def _entries(
-        self, schema: type[Any], properties: dict[str, PropertyValue], keys: Any, synonyms: bool
+        self, schema: type[Any], properties: dict[str, PropertyValue], keys: Any, asked: _Asked
     ) -> tuple[Any, ...]:
-        """A subscription's keys; with ``synonyms``, a set key's one synonym, as a broker (KF3-C-2)."""
+        """A subscription's keys; as a broker (KF3-C-2), with a set key's one synonym if ``asked`` for
+        synonyms, and each key's documentation if asked for it."""
         entry = nested(schema, "DescribeConfigsResourceResult")
-        synonym = nested(schema, "DescribeConfigsSynonym") if synonyms else None
+        synonym = nested(schema, "DescribeConfigsSynonym") if asked.synonyms else None
         wanted = [k for k in CONFIG_KEYS if not keys or k in keys]  # null or empty: every key (KF3-C-3)
         return tuple(
             build(
@@ -190,7 +208,7 @@ class ConfigApis:
                     ),
                 ),
                 config_type=_INT if key == INTERVAL_MS_CONFIG else _LIST,
-                documentation=None,
+                documentation=_DOCUMENTATION[key] if asked.documentation else None,
             )
             for key in wanted
         )
