@@ -13,8 +13,13 @@ then the sink, each alone on the machine with the driver (a fresh driver per tar
   counts the pushes the broker hands it, the pushes it accepted (``NoopTelemetryReporter``, which
   writes the count to a file ten times a second).
 - **sink**: ``telemetry-sink serve`` with the same subscription in its configuration, its Delta
-  exporter at its defaults, and no limit on connections per address (``SINK_EXTRA``); its accepted
-  and refused requests from ``/metrics`` (``telemetry_sink_requests_total``, Kafka transport).
+  exporter at its defaults, no limit on connections per address (``SINK_EXTRA``: the whole fleet
+  connects from one address) and ``server.max_concurrent_requests`` twice the largest step, so that
+  admission control never sheds the load (``--admission``; as ``bench.py`` does): a push is in flight
+  until it is durable, about a quarter of a second, so a fleet pushing every second holds about a
+  quarter of its size in flight, and at the default (500, as Kafka's ``queued.max.requests``) the
+  sink would answer the excess THROTTLING_QUOTA_EXCEEDED. Its accepted and refused requests come from
+  ``/metrics`` (``telemetry_sink_requests_total``, Kafka transport).
 
 At each step the driver adds producers until the fleet has that many (each has its instance id, so
 its subscription), two push intervals pass, then the accepted pushes are counted over ``--window-s``.
@@ -70,8 +75,8 @@ READY_TIMEOUT_S: Final = 300.0
 """How long the driver may take to add a step's producers (each fetches its subscription)."""
 DRIVER_HEAP: Final = "4g"
 SINK_EXTRA: Final = "\nquotas:\n  max.connections.per.ip: 2147483647"
-"""The whole fleet connects from one address, as a fleet behind one NAT address would: without the
-limit (Kafka's default; the sink's is 1,000 connections per address, docs/quotas.md)."""
+"""No limit on connections per address (Kafka's default; the sink's is 1,000, docs/quotas.md), as for
+a fleet behind one NAT address."""
 EXPORTS_FILE_KEY: Final = "telemetry.sink.oracle.exports.file"
 _ACCEPTED: Final = re.compile(
     r"^telemetry_sink_requests_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$", re.MULTILINE
@@ -233,7 +238,10 @@ def run_sink(helpers: Path, workdir: Path, args: argparse.Namespace) -> dict[str
     directory.mkdir()
     http_port = free_port()
     os.environ["TELEMETRY_SINK_SERVER__HTTP_PORT"] = str(http_port)
-    server: Server = start_sink(directory, args.interval_ms, kafka_extra=SINK_EXTRA)
+    in_flight = 2 * max(args.ladder) if args.admission is None else args.admission
+    server: Server = start_sink(
+        directory, args.interval_ms, max_in_flight=in_flight or None, kafka_extra=SINK_EXTRA
+    )
     try:
         assert server.kafka_port is not None
         with driven(helpers, f"127.0.0.1:{server.kafka_port}", workdir, "sink") as driver:
@@ -258,6 +266,12 @@ def main() -> None:
     )
     parser.add_argument("--interval-ms", type=int, default=1000, help="the subscription's interval.ms")
     parser.add_argument("--window-s", type=float, default=10.0, help="measured window per step")
+    parser.add_argument(
+        "--admission",
+        type=int,
+        help="the sink's server.max_concurrent_requests (default: twice the largest step, so that admission "
+        "never sheds the load; 0: the sink's own default, 500)",
+    )
     parser.add_argument("--only", choices=["broker", "sink"], help="one target only (no ratio)")
     parser.add_argument("--workdir", type=Path, help="kept afterwards (default: a temporary directory)")
     args = parser.parse_args()
