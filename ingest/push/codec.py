@@ -20,6 +20,9 @@ frame, not the size times the frames). Codecs: 0 none, 1 gzip (every member), 2 
 as librdkafka sends it, or the xerial framing of Kafka's Java client, block by block), 3 lz4
 (frames), 4 zstd (frames).
 
+``declared_size(data, compression_type)`` is the decompressed size a zstd frame's header states (a
+Kafka client's zstd frames state it), 0 when it states none: a hint, never trusted as a bound.
+
 ``sniff_compression(body)`` names the codec whose magic bytes start a body that came without one:
 raw forwarders (the PoC broker plugins of Kafka 3.7, whose brokers do not decompress) post a
 client's compressed payload as is. A raw snappy block (librdkafka's) has no magic and is not sniffed.
@@ -91,6 +94,17 @@ def parse_metrics_data(payload: bytes) -> MetricsData:
         return MetricsData.FromString(payload)
     except (DecodeError, RuntimeWarning, ValueError) as exc:
         raise InvalidPayloadError(f"the payload is not OTLP MetricsData: {exc}") from exc
+
+
+def declared_size(data: bytes, compression_type: int) -> int:
+    """The decompressed size the first zstd frame of ``data`` declares; 0 for any other codec, a frame
+    without one, or a header that is not zstd's."""
+    if compression_type != CompressionType.ZSTD:
+        return 0
+    try:
+        return max(zstandard.frame_content_size(data), 0)
+    except zstandard.ZstdError:
+        return 0
 
 
 def sniff_compression(body: bytes) -> CompressionType | None:

@@ -49,6 +49,7 @@ from ingest.push.codec import (
     InvalidPayloadError,
     PayloadError,
     PayloadTooLargeError,
+    declared_size,
     decompress,
     parse_metrics_data,
     sniff_compression,
@@ -222,8 +223,9 @@ class PayloadDecoders:
         limits: RequestLimits,
     ) -> _Decoded:
         """``decode`` a payload: on the loop if it is at most ``INLINE_DECODE_BYTES`` as sent and once
-        decompressed (found by decompressing no more than that), else in a worker process."""
-        if len(data) > INLINE_DECODE_BYTES:
+        decompressed (found by decompressing no more than that), else in a worker process; one whose
+        zstd frame declares more goes to the worker without the attempt (a Java client's push does)."""
+        if len(data) > INLINE_DECODE_BYTES or declared_size(data, compression_type) > INLINE_DECODE_BYTES:
             return await self.in_worker(decode, data, compression_type, max_bytes, limits)
         try:
             return decode(data, compression_type, min(max_bytes, INLINE_DECODE_BYTES), limits)

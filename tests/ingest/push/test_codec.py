@@ -21,6 +21,7 @@ from ingest.push.codec import (
     InvalidPayloadError,
     PayloadError,
     PayloadTooLargeError,
+    declared_size,
     decompress,
     parse_metrics_data,
     sniff_compression,
@@ -325,3 +326,12 @@ def test_raw_forwarders_a_body_sniffs_as_the_codec_whose_magic_starts_it_and_onl
     assert sniff_compression(MAGIC[codec] + tail) == codec
     starts = [kind for kind, magic in MAGIC.items() if other.startswith(magic)]
     assert sniff_compression(other) == (starts[0] if starts else None)
+
+
+def test_declared_size_is_what_a_zstd_frame_states_and_zero_otherwise() -> None:
+    data = b"x" * 9000
+    assert declared_size(zstandard.ZstdCompressor().compress(data), CompressionType.ZSTD) == 9000
+    silent = zstandard.ZstdCompressor(write_content_size=False).compress(data)
+    assert declared_size(silent, CompressionType.ZSTD) == 0
+    assert declared_size(b"not zstd at all", CompressionType.ZSTD) == 0
+    assert declared_size(gzip.compress(data), CompressionType.GZIP) == 0

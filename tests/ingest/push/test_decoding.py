@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import zstandard
 
 from ingest.handler_time import metering
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
@@ -97,6 +98,31 @@ async def test_F5_a_large_payload_that_inflates_to_little_is_decompressed_in_a_w
     finally:
         await decoders.close()
     assert on_the_loop == [len(small)]  # the small one, and only it, on the loop
+
+
+async def test_a_zstd_payload_that_declares_more_than_the_inline_bytes_goes_straight_to_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A payload small as sent whose zstd frame declares a decompressed size over
+    ``INLINE_DECODE_BYTES`` (as a Java client's push does) is not first decompressed on the loop up to
+    that size only to be handed to a worker; one that declares less, or nothing, still is tried there."""
+    on_the_loop: list[int] = []
+
+    def spied(data: bytes, *args: int, **kwargs: int) -> bytes:
+        on_the_loop.append(len(data))
+        return decompress(data, *args, **kwargs)
+
+    monkeypatch.setattr(decoding_module, "decompress", spied)
+    declaring = zstandard.ZstdCompressor().compress(LARGE)
+    silent = zstandard.ZstdCompressor(write_content_size=False).compress(LARGE)
+    assert len(declaring) < INLINE_DECODE_BYTES
+    decoders = PayloadDecoders(3)
+    try:
+        assert await decoders.decode(decode_push, declaring, 4, MIB, DEFAULT_LIMITS) == LARGE
+        assert await decoders.decode(decode_push, silent, 4, MIB, DEFAULT_LIMITS) == LARGE
+    finally:
+        await decoders.close()
+    assert on_the_loop == [len(silent)]  # tried on the loop, then decoded in the worker
 
 
 def test_every_payload_error_survives_the_trip_between_processes() -> None:
