@@ -313,7 +313,9 @@ class Sink:
         self.http_port = site.port
         await self._start_kafka_listener()
         # the listeners are registered: the config log's dynamic broker configs apply from now on
-        self.config_log.image.broker_configs.bind(self.quotas.connections)
+        self.config_log.image.broker_configs.bind(
+            self.quotas.connections, self.quotas.callback, self.config.callback_configs()
+        )
         self._tasks = [
             asyncio.create_task(self.quotas.run_reapers(self.clock), name="quota-reapers"),
             asyncio.create_task(self._expire_periodically(), name="expiry"),

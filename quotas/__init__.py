@@ -12,6 +12,7 @@ from quotas.callback import (
     ClientQuotaCallback,
     DefaultQuotaCallback,
     QuotaCallbackError,
+    ReconfigurableQuotaCallback,
     ReplicaShareQuotaCallback,
     load_quota_callback,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "QuotaType",
     "QuotaViolationError",
     "Rate",
+    "ReconfigurableQuotaCallback",
     "ReplicaShareQuotaCallback",
     "Sensor",
     "SystemClock",

@@ -2,16 +2,19 @@
 their limit is.
 
 ``ClientQuotaCallback`` is the plug-in protocol, loaded by dotted path from
-``client.quota.callback.class`` (``load_quota_callback``). ``DefaultQuotaCallback`` implements Kafka's
-built-in behaviour: the 8-level (user, client-id) precedence with ``<default>`` entries, with an O(1)
-fast path while only one kind of entity has quotas. ``ReplicaShareQuotaCallback`` shows why the hook
-exists: quotas are configured cluster-wide and each sink replica enforces its share.
+``client.quota.callback.class`` (``load_quota_callback``); one that is also a
+``ReconfigurableQuotaCallback`` has its own configs changed at run time. ``DefaultQuotaCallback``
+implements Kafka's built-in behaviour: the 8-level (user, client-id) precedence with ``<default>``
+entries, with an O(1) fast path while only one kind of entity has quotas.
+``ReplicaShareQuotaCallback`` shows why the hook exists: quotas are configured cluster-wide and each
+sink replica enforces its share.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Protocol, runtime_checkable
 
 from quotas.entities import (
@@ -32,6 +35,7 @@ __all__ = [
     "ClientQuotaCallback",
     "DefaultQuotaCallback",
     "QuotaCallbackError",
+    "ReconfigurableQuotaCallback",
     "ReplicaShareQuotaCallback",
     "load_quota_callback",
 ]
@@ -178,6 +182,22 @@ class ReplicaShareQuotaCallback(DefaultQuotaCallback):
         changed = replicas != self.replicas
         self.replicas = replicas
         return changed
+
+
+@runtime_checkable
+class ReconfigurableQuotaCallback(Protocol):
+    """Kafka's ``Reconfigurable``, for a quota callback: its own configs change at run time, as dynamic
+    broker configs (KF3-K4; Kafka's ``DynamicClientQuotaCallback``). ``reconfigurable_configs`` names
+    them; ``validate_reconfiguration`` sees the configs a change would give (what ``configure`` got,
+    with the dynamic values over it) and raises ``ValueError`` (Kafka's ``ConfigException``) to refuse
+    it; ``reconfigure`` gets them once the change is in force on this replica. A callback whose limits
+    change with its configs says so from ``quota_reset_required``, as in Kafka."""
+
+    def reconfigurable_configs(self) -> AbstractSet[str]: ...
+
+    def validate_reconfiguration(self, configs: Mapping[str, object]) -> None: ...
+
+    def reconfigure(self, configs: Mapping[str, object]) -> None: ...
 
 
 class QuotaCallbackError(QuotaError, ValueError):

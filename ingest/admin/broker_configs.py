@@ -65,9 +65,8 @@ class BrokerConfigAdmin:
                 verb = "append" if op is ConfigOp.APPEND else "subtract"
                 return Errors.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {key}"
             changes[key] = None if op is ConfigOp.DELETE else (value or "")
-        for key, value in changes.items():
-            if (problem := self.configs.problem(key, value)) is not None:
-                return Errors.INVALID_REQUEST, problem
+        if (problem := self.configs.problem(changes)) is not None:
+            return Errors.INVALID_REQUEST, problem
         if validate_only or not changes:
             return Errors.NONE, None
         records = [BrokerConfigChange(key, value) for key, value in changes.items()]

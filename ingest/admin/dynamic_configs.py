@@ -9,17 +9,25 @@ listeners are ``kafka`` and ``http``). A raised limit wakes the connections wait
 once, a lowered one applies to the next connection (open ones are not closed). Removing a key restores
 the sink's configured (static) value.
 
+A quota callback that is a ``ReconfigurableQuotaCallback`` adds its own keys (KF3-K4), as Kafka's
+``DynamicClientQuotaCallback`` does: a change of them is validated by the callback
+(``validate_reconfiguration``, with the configs it would give: what its ``configure`` got, the dynamic
+values over it) and refused with the broker's words when it raises ``ValueError``; once in force on a
+replica the callback's ``reconfigure`` gets those configs (Kafka's ``maybeReconfigure``: only when one
+of its keys changed). Removing one restores the value ``configure`` got, or none.
+
 ``DynamicBrokerConfigs`` holds the keys the log set; it is bound to this replica's ``ConnectionQuotas``
-once its listeners are registered (``bind``), which is when the static values are known: records
-applied before then (the log's replay at start) take effect at the bind.
+and quota callback once its listeners are registered (``bind``), which is when the static values are
+known: records applied before then (the log's replay at start) take effect at the bind.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
-from quotas import ConnectionQuotas
+from quotas import ConnectionQuotas, ReconfigurableQuotaCallback
 from quotas.config import parse_per_ip_overrides
 from quotas.java import INT_MAX
 
@@ -36,6 +44,8 @@ BROKER_CONFIG_KEYS: Final = (
     MAX_CONNECTION_CREATION_RATE,
 )
 _LISTENER_KEYS: Final = (MAX_CONNECTIONS, MAX_CONNECTION_CREATION_RATE)
+
+log = logging.getLogger(__name__)
 
 
 class BrokerConfigChange(NamedTuple):
@@ -60,18 +70,36 @@ class DynamicBrokerConfigs:
         self.values: dict[str, str] = {}
         self._connections: ConnectionQuotas | None = None
         self._static: dict[str, int | dict[str, int]] = {}
+        self._callback: ReconfigurableQuotaCallback | None = None
+        self._callback_configs: dict[str, object] = {}
+        self._callback_keys: tuple[str, ...] = ()
 
-    def bind(self, connections: ConnectionQuotas) -> None:
-        """Apply to ``connections`` from now on; its limits now are the static values."""
+    def bind(
+        self,
+        connections: ConnectionQuotas,
+        callback: object = None,
+        callback_configs: Mapping[str, object] | None = None,
+    ) -> None:
+        """Apply to ``connections`` and, when it is a ``ReconfigurableQuotaCallback``, to the quota
+        ``callback`` (configured with ``callback_configs``) from now on; their values now are the static
+        ones."""
         self._connections = connections
         self._static = connections.limits()
+        if isinstance(callback, ReconfigurableQuotaCallback):
+            self._callback = callback
+            self._callback_configs = dict(callback_configs or {})
+            own = set(self.keys)
+            self._callback_keys = tuple(sorted(k for k in callback.reconfigurable_configs() if k not in own))
         self._apply()
+        if any(key in self.values for key in self._callback_keys):
+            self._reconfigure()
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """Every key this replica can change: the broker-wide ones, then its listeners'."""
+        """Every key this replica can change: the broker-wide ones, its listeners', then the quota
+        callback's."""
         listeners = [k for k in self._static if _listener_key(k) is not None]
-        return (*BROKER_CONFIG_KEYS, *listeners)
+        return (*BROKER_CONFIG_KEYS, *listeners, *self._callback_keys)
 
     def set(self, change: BrokerConfigChange) -> None:
         if change.value is None:
@@ -79,16 +107,50 @@ class DynamicBrokerConfigs:
         else:
             self.values[change.key] = change.value
         self._apply()
+        if change.key in self._callback_keys:
+            self._reconfigure()
 
     def effective(self) -> dict[str, str]:
-        """Each key's value in force, as Kafka writes it."""
-        return {key: self.values.get(key, _text(self._static.get(key, INT_MAX))) for key in self.keys}
+        """Each key's value in force, as Kafka writes it (a callback's key only when it has one)."""
+        values = {key: self.values.get(key, _text(self._static.get(key, INT_MAX))) for key in self.keys}
+        for key in self._callback_keys:
+            if key not in self.values:
+                static = self._callback_configs.get(key)
+                if static is None:
+                    del values[key]
+                else:
+                    values[key] = str(static)
+        return values
 
-    def problem(self, key: str, value: str | None) -> str | None:
-        """Why ``value`` cannot be ``key``'s, in the broker's words (it answers INVALID_REQUEST), or None."""
+    def problem(self, changes: Mapping[str, str | None]) -> str | None:
+        """Why ``changes`` (each key's new value; None removes it) cannot be made, in the broker's words
+        (it answers INVALID_REQUEST), or None."""
+        for key, value in changes.items():
+            if (problem := self._key_problem(key, value)) is not None:
+                return problem
+        callback = self._callback
+        if callback is None or not any(key in changes for key in self._callback_keys):
+            return None
+        try:
+            callback.validate_reconfiguration(self._callback_view(changes))
+        except ValueError as exc:  # Kafka's ConfigException, wrapped as DynamicBrokerConfig wraps it
+            return (
+                f"Invalid value org.apache.kafka.common.config.ConfigException: {exc} for configuration "
+                "Invalid dynamic configuration"
+            )
+        except Exception:
+            log.exception("the quota callback's validate_reconfiguration failed")
+            changed = sorted(key for key in changes if key in self._callback_keys)
+            return (
+                f"Validation of dynamic config update of [{', '.join(changed)}] failed with class "
+                f"{type(callback).__qualname__}"
+            )
+        return None
+
+    def _key_problem(self, key: str, value: str | None) -> str | None:
         if key not in self.keys:
             return f"Cannot update these configs dynamically: {key} (the sink's are {', '.join(self.keys)})"
-        if value is None:
+        if value is None or key in self._callback_keys:
             return None
         if key == MAX_CONNECTIONS_PER_IP_OVERRIDES:
             counts = [item.rpartition(":")[2].strip() for item in value.split(",") if ":" in item]
@@ -141,6 +203,30 @@ class DynamicBrokerConfigs:
                     max_connections=limit(prefix + MAX_CONNECTIONS),
                     max_connection_creation_rate=limit(prefix + MAX_CONNECTION_CREATION_RATE),
                 )
+
+    def _callback_view(self, changes: Mapping[str, str | None] | None = None) -> dict[str, object]:
+        """The quota callback's configs with ``changes`` made: what ``configure`` got, the dynamic
+        values of its keys over it."""
+        dynamic: dict[str, str | None] = {k: v for k, v in self.values.items() if k in self._callback_keys}
+        dynamic.update({k: v for k, v in (changes or {}).items() if k in self._callback_keys})
+        view = dict(self._callback_configs)
+        for key, value in dynamic.items():
+            if value is not None:
+                view[key] = value
+            elif key in self._callback_configs:
+                view[key] = self._callback_configs[key]
+            else:
+                view.pop(key, None)
+        return view
+
+    def _reconfigure(self) -> None:
+        callback = self._callback
+        if callback is None:
+            return
+        try:
+            callback.reconfigure(self._callback_view())
+        except Exception:  # a change every replica applies must not stop this one's config log
+            log.exception("the quota callback's reconfigure failed; its previous configs stay")
 
     def _limit(self, key: str) -> int:
         if key in self.values:

@@ -78,6 +78,31 @@ CONFLICT_RETRIES: Final = 1
 """How often a change that depends on nothing before it is prepared again after a conflict."""
 
 
+RESOURCE_OPERATIONS: Final[Mapping[str, Mapping[str, int]]] = {
+    "CLUSTER": {
+        "CREATE": 5,
+        "ALTER": 7,
+        "DESCRIBE": 8,
+        "CLUSTER_ACTION": 9,
+        "DESCRIBE_CONFIGS": 10,
+        "ALTER_CONFIGS": 11,
+        "IDEMPOTENT_WRITE": 12,
+    },
+    "TOPIC": {
+        "READ": 3,
+        "WRITE": 4,
+        "CREATE": 5,
+        "DELETE": 6,
+        "ALTER": 7,
+        "DESCRIBE": 8,
+        "DESCRIBE_CONFIGS": 10,
+        "ALTER_CONFIGS": 11,
+    },
+}
+"""The operations Kafka defines on a resource type, by their ``AclOperation`` codes (Kafka's
+``AclEntry.supportedOperations``)."""
+
+
 class SuperUserAuthorizer:
     """Kafka's ``super.users``: the listed principals may do everything, nobody else anything."""
 
@@ -86,6 +111,15 @@ class SuperUserAuthorizer:
 
     def authorize(self, principal: str, operation: Operation) -> bool:
         return principal in self.super_users
+
+    def authorized_operations(self, principal: str, resource_type: str) -> int:
+        """What ``principal`` may do on a resource of ``resource_type`` (``CLUSTER``, ``TOPIC``), as
+        Kafka's 32-bit field of ``AclOperation`` codes (``Utils.to32BitField``; Metadata and
+        DescribeCluster, when asked): every operation for a super user, none for anybody else (no
+        ACLs, as a broker with ``allow.everyone.if.no.acl.found`` false)."""
+        if principal not in self.super_users:
+            return 0
+        return sum(1 << code for code in RESOURCE_OPERATIONS[resource_type].values())
 
 
 class QuotaAlteration(NamedTuple):

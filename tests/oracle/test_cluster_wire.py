@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 from kio.schema.describe_cluster.v1 import request as describe_cluster
+from kio.schema.describe_cluster.v2 import request as describe_cluster_v2
 from kio.schema.metadata.v4 import request as metadata_v4
+from kio.schema.metadata.v10 import request as metadata_v10
 from kio.schema.metadata.v12 import request as metadata_v12
+from kio.schema.metadata.v13 import request as metadata_v13
 from kio.schema.types import TopicName
 from kio.static.primitive import i8
 
@@ -41,6 +44,8 @@ def _node(nodes: tuple[Any, ...], port: int, id_field: str) -> tuple[int, list[t
 def _metadata(answer: Any, port: int) -> dict[str, Any]:
     node_id, brokers = _node(answer.brokers, port, "node_id")
     return {
+        "error": int(getattr(answer, "error_code", 0)),
+        "cluster authorized operations": getattr(answer, "cluster_authorized_operations", None),
         "brokers": brokers,
         "controller": "itself" if answer.controller_id == node_id else answer.controller_id,
         "cluster id": bool(answer.cluster_id),
@@ -74,8 +79,26 @@ def _metadata(answer: Any, port: int) -> dict[str, Any]:
         metadata_v4.MetadataRequest(
             topics=(metadata_v4.MetadataRequestTopic(name=UNKNOWN),), allow_auto_topic_creation=False
         ),
+        metadata_v13.MetadataRequest(
+            topics=(metadata_v13.MetadataRequestTopic(name=UNKNOWN, topic_id=uuid.UUID(int=0)),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=True,
+        ),
+        metadata_v10.MetadataRequest(
+            topics=(metadata_v10.MetadataRequestTopic(name=UNKNOWN, topic_id=uuid.UUID(int=0)),),
+            allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=True,
+            include_topic_authorized_operations=True,
+        ),
     ],
-    ids=["v12 no topics", "v12 an unknown topic", "v12 an unknown topic id", "v4 an unknown topic"],
+    ids=[
+        "v12 no topics",
+        "v12 an unknown topic",
+        "v12 an unknown topic id",
+        "v4 an unknown topic",
+        "v13 an unknown topic and its authorized operations (KF3-V2)",
+        "v10 the cluster's and a topic's authorized operations (KF3-V6)",
+    ],
 )
 async def test_metadata_describes_one_node_and_unknown_topics_as_the_broker_does(
     kafka_oracle: KafkaOracle, sink: Running, request_: Any
@@ -88,6 +111,7 @@ async def test_metadata_describes_one_node_and_unknown_topics_as_the_broker_does
 def _cluster(answer: Any, port: int) -> dict[str, Any]:
     node_id, brokers = _node(answer.brokers, port, "broker_id") if answer.brokers else (None, [])
     return {
+        "fenced": [getattr(broker, "is_fenced", None) for broker in answer.brokers],
         "error": (int(answer.error_code), answer.error_message),
         "endpoint type": int(answer.endpoint_type),
         "brokers": brokers,
@@ -109,8 +133,18 @@ def _cluster(answer: Any, port: int) -> dict[str, Any]:
         describe_cluster.DescribeClusterRequest(
             include_cluster_authorized_operations=False, endpoint_type=i8(3)
         ),
+        describe_cluster.DescribeClusterRequest(include_cluster_authorized_operations=True),
+        describe_cluster_v2.DescribeClusterRequest(
+            include_cluster_authorized_operations=True, include_fenced_brokers=True
+        ),
     ],
-    ids=["brokers", "controllers", "an unknown endpoint type"],
+    ids=[
+        "brokers",
+        "controllers",
+        "an unknown endpoint type",
+        "authorized operations (KF3-V6)",
+        "v2 with fenced brokers (KF3-V2)",
+    ],
 )
 async def test_describe_cluster_answers_as_the_broker_does(
     kafka_oracle: KafkaOracle, sink: Running, request_: Any

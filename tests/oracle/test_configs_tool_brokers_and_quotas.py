@@ -1,10 +1,13 @@
 """``kafka-configs.sh`` (Kafka's ``ConfigCommand``, from Kafka 4.4's jars) on dynamic broker configs
 and client quotas, against the real broker and the sink's Kafka listener: the same exit status, output
-and error (its exception and message) for the same arguments (docs/kafka-oracle.md)."""
+and error (its exception and message) for the same arguments; and AlterClientQuotas removals the tool
+will not send, on the wire (docs/kafka-oracle.md)."""
 
 from __future__ import annotations
 
 import pytest
+from kio.schema.alter_client_quotas.v1 import request as alter_quotas
+from kio.static.primitive import f64
 
 from tests.support.kafka_broker import KafkaOracle, ToolRun
 from tests.support.process import Running
@@ -155,3 +158,28 @@ def test_a_refused_client_quota_answers_as_kafka(
     kafka_oracle: KafkaOracle, sink: Running, entity: list[str], config: str
 ) -> None:
     assert _same(kafka_oracle, sink, "--alter", *entity, "--add-config", config)[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("entity_type", "name", "key"),
+    [
+        ("ip", "10.1.2.3", "producer_byte_rate"),
+        ("client-id", "q", "connection_creation_rate"),
+        ("user", "q", "request_percentage"),
+        ("user", "q", "no.such.quota"),
+    ],
+    ids=["a client key of an IP", "an IP key of a client", "a key the user does not have", "no such key"],
+)
+async def test_KF3_Q4_removing_a_quota_the_entity_cannot_have_is_accepted_as_by_kafka(
+    kafka_oracle: KafkaOracle, sink: Running, entity_type: str, name: str, key: str
+) -> None:
+    """On the wire (``kafka-configs.sh`` refuses such a removal itself, before sending it): a removal is
+    not validated by Kafka's controller, whatever the key."""
+    entry = alter_quotas.EntryData(
+        entity=(alter_quotas.EntityData(entity_type=entity_type, entity_name=name),),
+        ops=(alter_quotas.OpData(key=key, value=f64(0.0), remove=True),),
+    )
+    request = alter_quotas.AlterClientQuotasRequest(entries=(entry,), validate_only=False)
+    kafka, ours = await kafka_oracle.answers(sink.kafka_port, request)
+    said = [[(int(e.error_code), e.error_message) for e in answer.entries] for answer in (kafka, ours)]
+    assert said[1] == said[0] == [(0, None)]

@@ -3,7 +3,8 @@ command-line tools in one long-lived JVM (docs/kafka-oracle.md).
 
 The broker is ``kafka.Kafka`` from the jars setup fetched (``artifacts``, nothing downloads here): one
 KRaft node that is broker and controller, storage formatted in a temporary folder with SCRAM users,
-a PLAINTEXT listener beside a SASL_PLAINTEXT one (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512), and the
+a PLAINTEXT listener beside a SASL_PLAINTEXT one (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; sessions
+that expire), Kafka's ``StandardAuthorizer`` with super users and no ACLs, as the sink's, and the
 tests' no-op client-telemetry reporter (``java/telemetry/sink/oracle``), without which a broker does not
 advertise the telemetry APIs. ``KafkaTools`` runs ``kafka-configs.sh`` and ``kafka-client-metrics.sh``
 (their classes, ``ConfigCommand`` and ``ClientMetricsCommand``) in a JVM that stays up between calls.
@@ -36,6 +37,8 @@ CLUSTER_ID: Final = "q1Sh-9_ISia_zwGINzRvyQ"
 USERS: Final = {"admin": "admin-secret", "alice": "alice-secret"}
 """The SASL users the broker's storage is formatted with (SCRAM-SHA-256 and -512) and PLAIN accepts;
 ``admin`` is a super user."""
+REAUTH_MS: Final = 3_600_000
+"""``connections.max.reauth.ms``: SASL sessions expire, so that clients may re-authenticate (KIP-368)."""
 START_S: Final = 120.0
 """How long the broker may take to answer its first request (seconds, usually well under 10)."""
 _LOG4J: Final = """\
@@ -110,7 +113,9 @@ def _properties(workdir: Path, broker: KafkaBroker, settings: Mapping[str, str])
         f"PlainLoginModule required {jaas};",
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": scram,
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": scram,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin;User:ANONYMOUS",
+        "connections.max.reauth.ms": str(REAUTH_MS),
         "log.dirs": str(workdir / "logs"),
         "metric.reporters": "telemetry.sink.oracle.NoopTelemetryReporter",
         "offsets.topic.replication.factor": "1",

@@ -1,17 +1,22 @@
 """What the Kafka wire listener answers, API by API (Kafka's ``KafkaApis`` for this one-node "cluster").
 
-- ApiVersions (18), v0-3: exactly ``SUPPORTED_VERSIONS``. v3 carries the client's software name and
+- ApiVersions (18), v0-4: exactly ``SUPPORTED_VERSIONS``. v3 carries the client's software name and
   version, checked with Kafka's pattern and capped at ``limits.max_software_chars`` characters
   (INVALID_REQUEST otherwise, as Kafka answers a name its pattern refuses), which the connection keeps
   for its later requests. An unsupported version gets a v0 answer: UNSUPPORTED_VERSION and
   ApiVersions' range.
-- Metadata (3), v0-12: this node as the only broker and the controller, at its advertised address;
+- Metadata (3), v0-13: this node as the only broker and the controller, at its advertised address;
   every requested topic UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID when asked by id, v12); no topics
   when all are asked for. A request for more than ``protocol.MAX_METADATA_TOPICS`` topics, or by topic id
   before v12, is refused.
-- DescribeCluster (60), v0-1: this node, for brokers; asking for controllers gets
+- DescribeCluster (60), v0-2: this node (never fenced), for brokers; asking for controllers gets
   MISMATCHED_ENDPOINT_TYPE (114) and any other endpoint type UNSUPPORTED_ENDPOINT_TYPE (115), with a
   broker's messages.
+- Metadata (the cluster's in v8-10, each topic's from v8) and DescribeCluster carry, when asked, what
+  the client's principal may do (``SuperUserAuthorizer.authorized_operations``): every operation for
+  a super user, none for anybody else. Every topic is unknown to every principal: a broker with an
+  authorizer answers a user without ACLs TOPIC_AUTHORIZATION_FAILED instead, to hide which topics
+  exist; the sink has none to hide.
 - GetTelemetrySubscriptions (71) and PushTelemetry (72), v0: the pipeline's answer, the same as over
   gRPC and HTTP; the connection is the pipeline's ``channel``, which quota throttles mute.
 - SaslHandshake (17), v0-1, and SaslAuthenticate (36), v0-2: ILLEGAL_SASL_STATE (34), as Kafka's APIs
@@ -341,6 +346,9 @@ class KafkaApis:
         )
         topic_schema = nested(schema, "MetadataResponseTopic")
         requested = body.topics or ()  # at most MAX_METADATA_TOPICS: the frame walk refused more
+        topic_operations = self._authorized_operations(
+            "TOPIC", getattr(body, "include_topic_authorized_operations", False), header, connection
+        )
         if header.api_version < 12 and any(t.name is None for t in requested):
             raise FrameError(f"Metadata v{header.api_version} asks for a topic by id (v12 and later only)")
         topics = tuple(
@@ -353,16 +361,21 @@ class KafkaApis:
                 topic_id=getattr(t, "topic_id", None),
                 is_internal=False,
                 partitions=(),
+                topic_authorized_operations=topic_operations,
             )
             for t in requested
         )
         return build(
             schema,
             throttle_time=_ZERO_MS,
+            error_code=ErrorCode.none,
             brokers=(broker,),
             cluster_id=self.node.cluster_id,
             controller_id=self.node.node_id,
             topics=topics,
+            cluster_authorized_operations=self._authorized_operations(
+                "CLUSTER", getattr(body, "include_cluster_authorized_operations", False), header, connection
+            ),
         )
 
     async def _describe_cluster(self, header: RequestHeader, body: Any, connection: KafkaConnection) -> Any:
@@ -391,7 +404,11 @@ class KafkaApis:
             )
         host, port = self.node.address(connection)
         broker = build(
-            nested(schema, "DescribeClusterBroker"), broker_id=self.node.node_id, host=host, port=port
+            nested(schema, "DescribeClusterBroker"),
+            broker_id=self.node.node_id,
+            host=host,
+            port=port,
+            is_fenced=False,
         )
         return build(
             schema,
@@ -402,8 +419,20 @@ class KafkaApis:
             cluster_id=self.node.cluster_id,
             controller_id=self.node.node_id,
             brokers=(broker,),
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            cluster_authorized_operations=self._authorized_operations(
+                "CLUSTER", body.include_cluster_authorized_operations, header, connection
+            ),
         )
+
+    def _authorized_operations(
+        self, resource_type: str, asked: bool, header: RequestHeader, connection: KafkaConnection
+    ) -> int:
+        """What the client may do on a resource of ``resource_type``, when it asked (Kafka's
+        ``AuthHelper.authorizedOperations``)."""
+        if not asked:
+            return AUTHORIZED_OPERATIONS_OMITTED
+        principal = connection.client_context(header.client_id).principal
+        return self.admin.authorizer.authorized_operations(principal, resource_type)
 
     # -- telemetry ----------------------------------------------------------------------------
 

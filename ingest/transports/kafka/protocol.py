@@ -106,18 +106,18 @@ LIST_CONFIG_RESOURCES: Final = 74
 
 SUPPORTED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
     {
-        METADATA: (0, 12),
+        METADATA: (0, 13),
         DESCRIBE_CONFIGS: (1, 4),
         ALTER_CONFIGS: (0, 2),
         INCREMENTAL_ALTER_CONFIGS: (0, 1),
         SASL_HANDSHAKE: (0, 1),
-        API_VERSIONS: (0, 3),
+        API_VERSIONS: (0, 4),
         SASL_AUTHENTICATE: (0, 2),
         DESCRIBE_CLIENT_QUOTAS: (0, 1),
         ALTER_CLIENT_QUOTAS: (0, 1),
         DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
-        DESCRIBE_CLUSTER: (0, 1),
+        DESCRIBE_CLUSTER: (0, 2),
         GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
         PUSH_TELEMETRY: (0, 0),
         LIST_CONFIG_RESOURCES: (0, 1),

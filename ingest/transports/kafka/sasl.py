@@ -26,13 +26,16 @@ one included (PLAIN's). Once authenticated, the connection's principal
 is ``User:<name>`` (it replaces a TLS client certificate's on ``SASL_SSL``, as Kafka's principal
 builder does), for quotas, super users and the landed rows alike.
 
-Re-authentication (KIP-368): a client that authenticated with SaslAuthenticate v1 or later may send
-SaslHandshake again on its authenticated connection; the same exchange runs again, with the same
-mechanism (another fails) and the same principal (another fails: ``Cannot change principals during
-re-authentication``), its requests waiting meanwhile. With ``connections_max_reauth_ms`` set, a
-connection whose session has expired is closed on its next request other than SaslHandshake. A client
-that never asked for re-authentication (v0) gets ILLEGAL_SASL_STATE from the APIs for a second
-handshake, as from Kafka.
+Re-authentication (KIP-368): while its session has an expiry (``connections_max_reauth_ms`` set), a
+client that authenticated with SaslAuthenticate v1 or later may send SaslHandshake again on its
+authenticated connection, at most once a second (Kafka's ``KafkaChannel``); the same exchange runs
+again, its requests waiting meanwhile. Another mechanism's handshake is answered NONE, and its
+SaslAuthenticate is not answered: the connection is closed after the failed-authentication delay
+(Kafka's REAUTH_BAD_MECHANISM state). Another principal fails the exchange: SASL_AUTHENTICATION_FAILED
+``Cannot change principals during re-authentication``, answered after the delay, and the connection
+is closed. A connection whose session has expired is closed on its next request other than
+SaslHandshake. A second handshake otherwise (no expiry, a v0 client, within a second of the last
+re-authentication) goes to the APIs, which answer ILLEGAL_SASL_STATE, as Kafka's do.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ __all__ = ["KafkaSasl", "SaslSettings"]
 log = logging.getLogger(__name__)
 
 _ZERO_MS: Final = datetime.timedelta(0)
+MIN_REAUTH_INTERVAL_MS: Final = 1000
+"""How soon after the last re-authentication began another may begin (Kafka's ``KafkaChannel``)."""
 
 
 class SaslSettings:
@@ -116,6 +121,7 @@ class KafkaSasl:
         self._previous: tuple[str, str] | None = None
         """(mechanism, username) of the session a re-authentication renews."""
         self._bad_mechanism: str | None = None
+        self._reauthenticated_at_ms: int | None = None
         self.supports_reauthentication = False
         self.username: str | None = None
         self.expires_at_ms: int | None = None
@@ -133,8 +139,12 @@ class KafkaSasl:
         # only a session that expires may be renewed (Kafka's KafkaChannel: without an expiry the
         # handshake goes to the APIs, which answer ILLEGAL_SASL_STATE; KF3-S15)
         if api_key == SASL_HANDSHAKE and self.supports_reauthentication and self.expires_at_ms is not None:
-            self._begin_reauthentication()
-            return True
+            now_ms = self._now_ms()
+            last_ms = self._reauthenticated_at_ms
+            if last_ms is None or now_ms - last_ms >= MIN_REAUTH_INTERVAL_MS:
+                self._reauthenticated_at_ms = now_ms
+                self._begin_reauthentication()
+                return True
         if self.expires_at_ms is not None and self._now_ms() >= self.expires_at_ms:
             raise FrameError("the SASL session expired (connections_max_reauth_ms) and was not renewed")
         return False
@@ -147,6 +157,9 @@ class KafkaSasl:
 
     async def respond(self, frame: bytes) -> tuple[bytes | None, bool]:
         if self._state is _State.AUTHENTICATE:
+            if self._bad_mechanism is not None:  # no answer, closed after the delay (KF3-S14)
+                log.info("SASL re-authentication failed: %s", self._bad_mechanism)
+                return None, True
             return self._authenticate(frame) if self._headers else self._bare_token(frame)
         api_key, api_version, _ = peek_header(frame)
         if api_key == API_VERSIONS and self._state is _State.HANDSHAKE_OR_VERSIONS:
@@ -181,8 +194,6 @@ class KafkaSasl:
     def _evaluate(self, token: bytes) -> bytes | None:
         """The server's next token; SaslAuthenticationError when the exchange (or the renewal) fails."""
         assert self._server is not None
-        if self._bad_mechanism is not None:
-            raise SaslAuthenticationError(self._bad_mechanism)
         answer = self._server.evaluate(token)
         if self._server.complete:
             username = self._server.username

@@ -5,12 +5,23 @@ the admin's Kafka answers (INVALID_REQUEST, INVALID_CONFIG, CLUSTER_AUTHORIZATIO
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 
 from ingest.admin.config_log import ConfigImage, ConfigLog, ConfigLogFollower
 from ingest.admin.dynamic_configs import BrokerConfigChange, DynamicBrokerConfigs
-from ingest.admin.operations import SinkAdmin, SuperUserAuthorizer
-from quotas import ConnectionQuotaConfig, ConnectionQuotas, Metrics, QuotaConfig, create_quota_managers
+from ingest.admin.operations import AlterClientQuotasResult, QuotaAlteration, SinkAdmin, SuperUserAuthorizer
+from quotas import (
+    DEFAULT,
+    ClientQuotaEntity,
+    ConnectionQuotaConfig,
+    ConnectionQuotas,
+    DefaultQuotaCallback,
+    Metrics,
+    QuotaConfig,
+    QuotaType,
+    create_quota_managers,
+)
 from subscriptions import ClientContext, ClientMetricsManager, Errors, SubscriptionStore
 from subscriptions.admin import ConfigOp
 from tests.support.clock import FakeClock
@@ -134,3 +145,99 @@ async def test_AUD_C17_the_quota_callback_class_is_not_a_dynamic_broker_config(t
     assert text is not None
     assert "Cannot update these configs dynamically: client.quota.callback.class" in text
     assert admin.follower.log.latest_version() == -1
+
+
+class ScaledQuotaCallback(DefaultQuotaCallback):
+    """A reconfigurable callback (Kafka's ``Reconfigurable``): every limit times ``quota.scale``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 1.0
+        self.reconfigured: list[dict[str, object]] = []
+        self._reset = False
+
+    def configure(self, configs: Mapping[str, object]) -> None:
+        self.scale = float(str(configs.get("quota.scale", 1.0)))
+
+    def reconfigurable_configs(self) -> set[str]:
+        return {"quota.scale", "max.connections"}  # a broker key it shares stays the broker's
+
+    def validate_reconfiguration(self, configs: Mapping[str, object]) -> None:
+        if float(str(configs["quota.scale"])) <= 0:
+            raise ValueError("quota.scale must be above 0")
+
+    def reconfigure(self, configs: Mapping[str, object]) -> None:
+        self.reconfigured.append(dict(configs))
+        self.configure(configs)
+        self._reset = True
+
+    def quota_reset_required(self, quota_type: QuotaType) -> bool:
+        reset, self._reset = self._reset, False
+        return reset
+
+    def quota_limit(self, quota_type: QuotaType, metric_tags: Mapping[str, str]) -> float | None:
+        limit = super().quota_limit(quota_type, metric_tags)
+        return None if limit is None else limit * self.scale
+
+
+def _reconfigurable_replica(tmp_path: Path, name: str) -> tuple[SinkAdmin, ScaledQuotaCallback]:
+    clock = FakeClock()
+    callback = ScaledQuotaCallback()
+    configs = {"quota.scale": "1.0", "node.id": 1}
+    callback.configure(configs)
+    store, quotas = SubscriptionStore(), create_quota_managers(QuotaConfig(), clock, callback=callback)
+    follower = ConfigLogFollower(
+        ConfigLog(str(tmp_path / "config_log"), replica_id=name), ConfigImage(store, quotas)
+    )
+    quotas.connections.add_listener("KAFKA")
+    follower.image.broker_configs.bind(quotas.connections, callback, configs)
+    admin = SinkAdmin(
+        follower, ClientMetricsManager(store), quotas, SuperUserAuthorizer(["User:admin"]), clock.now_ms
+    )
+    return admin, callback
+
+
+async def test_KF3_K4_a_reconfigurable_quota_callbacks_own_keys_change_at_run_time_on_every_replica(
+    tmp_path: Path,
+) -> None:
+    """Kafka's ``DynamicClientQuotaCallback``: a ``Reconfigurable`` callback's ``reconfigurableConfigs``
+    are dynamic broker configs, validated by its ``validateReconfiguration`` and applied with
+    ``reconfigure`` (through ``DynamicBrokerConfig.maybeReconfigure``: the whole configs, when one of
+    its keys changed), and Kafka's quota managers re-read limits when it says ``quotaResetRequired``."""
+    (one, first), (two, second) = (
+        _reconfigurable_replica(tmp_path, "r1"),
+        _reconfigurable_replica(tmp_path, "r2"),
+    )
+    assert await one.alter_client_quotas(
+        ADMIN, [QuotaAlteration(ClientQuotaEntity(user=DEFAULT), [("producer_byte_rate", 1000.0)])]
+    ) == AlterClientQuotasResult([(ClientQuotaEntity(user=DEFAULT), Errors.NONE, None)])
+    assert await one.broker_configs.alter(ADMIN, [("quota.scale", ConfigOp.SET, "0.5")]) == (
+        Errors.NONE,
+        None,
+    )
+    await two.follower.catch_up()
+    for admin, callback in ((one, first), (two, second)):
+        assert callback.reconfigured == [{"quota.scale": "0.5", "node.id": 1}]
+        assert admin.broker_configs.describe(ADMIN)[1]["quota.scale"] == ("0.5", True)
+        assert admin.quotas.produce.quota_limit("User:carol", "app") == 500.0
+    error, text = await two.broker_configs.alter(ADMIN, [("quota.scale", ConfigOp.SET, "-1")])
+    assert (error, text) == (
+        Errors.INVALID_REQUEST,
+        "Invalid value org.apache.kafka.common.config.ConfigException: quota.scale must be above 0 for "
+        "configuration Invalid dynamic configuration",
+    )
+    three, third = _reconfigurable_replica(tmp_path, "r3")  # a replica that starts now
+    await three.follower.catch_up()
+    assert third.reconfigured == [{"quota.scale": "0.5", "node.id": 1}]
+    assert await one.broker_configs.alter(ADMIN, [("max.connections", ConfigOp.SET, "9")]) == (
+        Errors.NONE,
+        None,
+    )
+    assert len(first.reconfigured) == 1  # not one of its keys: not reconfigured
+    assert await two.broker_configs.alter(ADMIN, [("quota.scale", ConfigOp.DELETE, None)]) == (
+        Errors.NONE,
+        None,
+    )
+    await one.follower.catch_up()
+    assert first.reconfigured[-1] == {"quota.scale": "1.0", "node.id": 1}  # what configure got
+    assert "quota.scale" not in one.follower.image.broker_configs.values

@@ -78,11 +78,14 @@ async def test_api_versions_v3_advertises_exactly_what_is_implemented_and_record
 async def test_api_versions_of_an_unsupported_version_answers_v0_with_its_own_range(tmp_path: Path) -> None:
     async with serving_kafka(tmp_path) as served:
         client = await served.connect()
-        request = ApiVersionsV4(client_software_name="future", client_software_version="9")
-        correlation_id = client.send(request)
-        answer = await client.response(18, 0, correlation_id)  # KIP-511: a v0 body, whatever was asked
+        frame = bytearray(
+            encode_request(ApiVersionsV4(client_software_name="future", client_software_version="9"), 7)
+        )
+        frame[6:8] = struct.pack(">h", 5)  # a version after the newest the sink (and kio) knows
+        client.send_raw(bytes(frame))
+        answer = await client.response(18, 0, 7)  # KIP-511: a v0 body, whatever was asked
         assert answer.error_code == ErrorCode.unsupported_version
-        assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == [(18, 0, 3)]
+        assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == [(18, 0, 4)]
         assert (await client.request(ApiVersionsV0())).error_code == ErrorCode.none  # still served
 
 

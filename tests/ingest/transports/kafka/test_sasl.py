@@ -208,24 +208,56 @@ async def test_an_expired_session_is_closed_on_its_next_request(tmp_path: Path) 
         assert await client.closed_by_server()
 
 
-async def test_reauthentication_cannot_change_the_principal_or_the_mechanism(tmp_path: Path) -> None:
-    async with sasl_listener(tmp_path, reauth_ms=60_000) as served:  # a session that expires renews
+async def test_reauthentication_cannot_change_the_principal(tmp_path: Path) -> None:
+    clock = SteppedClock()
+    async with sasl_listener(tmp_path, reauth_ms=60_000, clock=clock) as served:  # an expiry: renewable
         client = await served.connect()
         await _authenticate(client)
-        other = await _authenticate(client, b"\0bob\0bob-secret")
+        assert (await client.request(SaslHandshakeV1(mechanism="PLAIN"))).error_code == ErrorCode.none
+        correlation_id = client.send(SaslAuthenticateV2(auth_bytes=b"\0bob\0bob-secret"))
+        answer = asyncio.ensure_future(client.response(36, 2, correlation_id))
+        await eventually(lambda: clock.pending == [100])
+        assert not answer.done()  # held for the failed-authentication delay
+        clock.advance(100)
+        other = await answer
         assert other.error_code == ErrorCode.sasl_authentication_failed
         assert (
             other.error_message
             == "Cannot change principals during re-authentication from User.alice: User.bob"
         )
         assert await client.closed_by_server()
+
+
+async def test_KF3_S14_reauthentication_with_another_mechanism_is_closed_unanswered_after_the_delay(
+    tmp_path: Path,
+) -> None:
+    clock = SteppedClock()
+    async with sasl_listener(tmp_path, reauth_ms=60_000, clock=clock) as served:
         client = await served.connect()
         await _authenticate(client)
+        handshake = await client.request(SaslHandshakeV1(mechanism="SCRAM-SHA-256"))
+        assert handshake.error_code == ErrorCode.none  # as a broker: the mechanism is refused later
         scram = scramp.ScramClient(["SCRAM-SHA-256"], "alice", "alice-secret")
-        switched = await _authenticate(client, scram.get_client_first().encode(), "SCRAM-SHA-256")
-        assert switched.error_code == ErrorCode.sasl_authentication_failed
-        assert "not supported for re-authentication of mechanism 'PLAIN'" in switched.error_message
-        assert await client.closed_by_server()
+        client.send(SaslAuthenticateV2(auth_bytes=scram.get_client_first().encode()))
+        closed = asyncio.ensure_future(client.closed_by_server())  # False if a frame came instead
+        await eventually(lambda: clock.pending == [100])
+        assert not closed.done()  # held for the failed-authentication delay
+        clock.advance(100)
+        assert await closed
+
+
+async def test_reauthentication_begins_at_most_once_a_second(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with sasl_listener(tmp_path, reauth_ms=60_000, clock=clock) as served:
+        client = await served.connect()
+        await _authenticate(client)
+        assert (await _authenticate(client)).error_code == ErrorCode.none  # the first renewal
+        clock.advance(999)
+        again = await client.request(SaslHandshakeV1(mechanism="PLAIN"))
+        assert again.error_code == ErrorCode.illegal_sasl_state  # from the APIs, as Kafka's
+        assert (await client.request(METADATA)).brokers  # still authenticated and served
+        clock.advance(1)
+        assert (await _authenticate(client)).error_code == ErrorCode.none
 
 
 async def test_a_client_that_authenticated_with_v0_gets_illegal_sasl_state_for_a_second_handshake(
