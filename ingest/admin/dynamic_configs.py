@@ -45,6 +45,19 @@ BROKER_CONFIG_KEYS: Final = (
 )
 _LISTENER_KEYS: Final = (MAX_CONNECTIONS, MAX_CONNECTION_CREATION_RATE)
 
+_DOCUMENTATION: Final = {
+    MAX_CONNECTIONS: "The most connections the sink holds open at once, over all its listeners; a "
+    "listener's own limit is listener.name.<listener>.max.connections (listeners: kafka, http).",
+    MAX_CONNECTIONS_PER_IP: "The most connections the sink holds open from one IP address, unless "
+    "max.connections.per.ip.overrides names that address.",
+    MAX_CONNECTIONS_PER_IP_OVERRIDES: "Per-address exceptions to max.connections.per.ip, as "
+    "address:count pairs separated by commas, e.g. 10.0.0.1:200,10.0.0.2:0.",
+    MAX_CONNECTION_CREATION_RATE: "The most new connections a second the sink accepts over all its "
+    "listeners; a listener's own rate is listener.name.<listener>.max.connection.creation.rate.",
+}
+"""What DescribeConfigs says of each key when asked for documentation: the sink's own words, where a
+broker's describe its listeners (an inter-broker one among them) (docs/kafka-oracle.md)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -121,6 +134,19 @@ class DynamicBrokerConfigs:
                 else:
                     values[key] = str(static)
         return values
+
+    @property
+    def callback_keys(self) -> tuple[str, ...]:
+        """The quota callback's own keys (none unless it is reconfigurable)."""
+        return self._callback_keys
+
+    def documentation(self, key: str) -> str | None:
+        """What ``key`` sets, for DescribeConfigs' ``include_documentation``; None for a key of the
+        quota callback, whose meaning is the callback's."""
+        parts = _listener_key(key)
+        if parts is not None:
+            return f"{parts[1]} for the {parts[0]} listener alone (see {parts[1]})."
+        return _DOCUMENTATION.get(key)
 
     def problem(self, changes: Mapping[str, str | None]) -> str | None:
         """Why ``changes`` (each key's new value; None removes it) cannot be made, in the broker's words

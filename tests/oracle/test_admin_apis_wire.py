@@ -8,13 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kio.schema.alter_client_quotas.v1 import request as alter_quotas
 from kio.schema.alter_configs.v2 import request as alter
 from kio.schema.describe_configs.v4 import request as describe
 from kio.schema.describe_user_scram_credentials.v0 import request as scram
 from kio.schema.incremental_alter_configs.v1 import request as incremental
 from kio.schema.list_config_resources.v1 import request as listed
-from kio.static.primitive import i8
+from kio.static.primitive import f64, i8
 
+from tests.support.kafka import KafkaClient
 from tests.support.kafka_broker import KafkaOracle
 from tests.support.process import Running
 
@@ -296,3 +298,93 @@ async def test_KF3_C_15_describing_the_cluster_default_broker_configs_answers_as
         return [(int(result.error_code), result.error_message), *ours]
 
     assert configs(ours) == configs(kafka)
+
+
+async def test_KF3_C_2_a_broker_key_is_documented_in_the_sinks_words_where_a_broker_uses_its_own(
+    kafka_oracle: KafkaOracle, sink: Running
+) -> None:
+    """A deliberate difference (docs/kafka-oracle.md): asked for documentation, both describe every
+    connection key with some, the same keys typed the same; the sink's words are its own, since a
+    broker's speak of its inter-broker listener."""
+    keys = (*sorted(CONNECTION_KEYS), "max.connection.creation.rate")
+
+    async def documented(port: int, node: str) -> dict[str, tuple[int, str]]:
+        resource = describe.DescribeConfigsResource(
+            resource_type=BROKER, resource_name=node, configuration_keys=keys
+        )
+        request = describe.DescribeConfigsRequest(
+            resources=(resource,), include_synonyms=False, include_documentation=True
+        )
+        client = await KafkaClient.connect(port)
+        try:
+            [result] = (await client.request(request)).results
+        finally:
+            client.close()
+        return {c.name: (int(c.config_type), c.documentation) for c in result.configs}
+
+    theirs = await documented(kafka_oracle.broker.plaintext_port, "1")
+    mine = await documented(sink.kafka_port, "0")
+    assert sorted(mine) == sorted(theirs) == sorted(keys)
+    assert {k: t for k, (t, _) in mine.items()} == {k: t for k, (t, _) in theirs.items()}
+    assert all(text for _, text in (*mine.values(), *theirs.values()))
+    assert all(mine[key][1] != theirs[key][1] for key in keys)
+
+
+MUTATOR = "oracle-mutator"
+"""The client id of the mutation-quota scenario below, quota'd for it alone."""
+
+
+async def _mutation_quota(port: int, rate: float | None) -> None:
+    """Set (None: remove) ``MUTATOR``'s ``controller_mutation_rate``."""
+    entry = alter_quotas.EntryData(
+        entity=(alter_quotas.EntityData(entity_type="client-id", entity_name=MUTATOR),),
+        ops=(
+            alter_quotas.OpData(key="controller_mutation_rate", value=f64(rate or 0.0), remove=rate is None),
+        ),
+    )
+    client = await KafkaClient.connect(port)
+    try:
+        answer = await client.request(
+            alter_quotas.AlterClientQuotasRequest(entries=(entry,), validate_only=False)
+        )
+        assert [int(e.error_code) for e in answer.entries] == [0], answer
+    finally:
+        client.close()
+
+
+async def _subscription_changes(port: int, count: int) -> list[tuple[int, bool]]:
+    """``count`` changes of one subscription by ``MUTATOR``: each one's error code and whether it was
+    throttled."""
+    client = await KafkaClient.connect(port)
+    said = []
+    try:
+        for n in range(count):
+            request = incremental.IncrementalAlterConfigsRequest(
+                resources=(_resource("wire-mutations", _set("interval.ms", str(60_000 + n))),),
+                validate_only=False,
+            )
+            answer = await client.request(request, client_id=MUTATOR)
+            said.append((int(answer.responses[0].error_code), answer.throttle_time.total_seconds() > 0))
+    finally:
+        client.close()
+    return said
+
+
+async def test_the_mutation_quota_holds_subscription_changes_on_the_sink_and_never_on_a_broker(
+    kafka_oracle: KafkaOracle, sink: Running
+) -> None:
+    """A deliberate difference (docs/kafka-oracle.md, KF3-D25): a broker charges only topic and partition
+    changes to ``controller_mutation_rate``; the sink, which has none, charges its admin changes, so a
+    client over the quota is refused THROTTLING_QUOTA_EXCEEDED (strict, the default) where a broker
+    accepts every change unthrottled."""
+    seen = []
+    for port in (kafka_oracle.broker.plaintext_port, sink.kafka_port):
+        await _mutation_quota(port, 1.0)  # a burst of about 11 changes, then one a second
+        try:
+            seen.append(await _subscription_changes(port, 40))
+        finally:
+            await _mutation_quota(port, None)
+    kafka, ours = seen
+    assert kafka == [(0, False)] * 40
+    assert ours[0] == (0, False)
+    assert (89, True) in ours  # THROTTLING_QUOTA_EXCEEDED, with the time to wait

@@ -72,7 +72,7 @@ _LISTABLE: Final = frozenset({_TOPIC, BROKER, _BROKER_LOGGER, CLIENT_METRICS, _G
 _DYNAMIC_BROKER_CONFIG, _DYNAMIC_DEFAULT_BROKER_CONFIG, _STATIC_BROKER_CONFIG = 2, 3, 4  # ConfigSource
 _DYNAMIC_CLIENT_METRICS_CONFIG: Final = 7
 _DEFAULT_CONFIG: Final = 5
-_LIST, _INT, _STRING = 7, 3, 2  # ConfigEntry.ConfigType
+_LIST, _INT, _STRING, _UNKNOWN = 7, 3, 2, 0  # ConfigEntry.ConfigType
 _DEFAULTS: Final = {INTERVAL_MS_CONFIG: str(DEFAULT_INTERVAL_MS)}
 _DOCUMENTATION: Final = {
     METRICS_CONFIG: "Telemetry metric name prefix list",
@@ -131,7 +131,7 @@ class ConfigApis:
         if isinstance(client, str):
             code, message = ErrorCode.invalid_request, client
         elif resource.resource_type == BROKER:
-            code, message, configs = self._broker_described(schema, client, resource)
+            code, message, configs = self._broker_described(schema, client, resource, asked)
         elif resource.resource_type != CLIENT_METRICS:
             code, message = ErrorCode.invalid_request, _UNSUPPORTED
         elif not resource.resource_name:  # the broker's ConfigHelper (KF3-C-4)
@@ -152,13 +152,14 @@ class ConfigApis:
         )
 
     def _broker_described(
-        self, schema: type[Any], client: ClientContext, resource: Any
+        self, schema: type[Any], client: ClientContext, resource: Any, asked: _Asked
     ) -> tuple[ErrorCode, str | None, tuple[Any, ...]]:
         if resource.resource_name not in self._broker_names:
             return ErrorCode.invalid_request, f"This node is broker {self._broker_names[1]}", ()
         error, configs = self.admin.broker_configs.describe(client)
         if error is not Errors.NONE:
             return ErrorCode(error), None, ()
+        dynamic_configs = self.admin.broker_configs.configs
         dynamic_source = (
             _DYNAMIC_DEFAULT_BROKER_CONFIG if resource.resource_name == "" else _DYNAMIC_BROKER_CONFIG
         )
@@ -176,8 +177,12 @@ class ConfigApis:
                     config_source=dynamic_source if dynamic else _STATIC_BROKER_CONFIG,
                     is_sensitive=False,
                     synonyms=(),
-                    config_type=_STRING if key.endswith("overrides") else _INT,
-                    documentation=None,
+                    config_type=_UNKNOWN
+                    if key in dynamic_configs.callback_keys  # not in Kafka's ConfigDef
+                    else _STRING
+                    if key.endswith("overrides")
+                    else _INT,
+                    documentation=dynamic_configs.documentation(key) if asked.documentation else None,
                 )
                 for key, (value, dynamic) in configs.items()
                 if (not keys or key in keys) and (dynamic or resource.resource_name != "")
