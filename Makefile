@@ -1,7 +1,8 @@
 # The two commands of the quickstart: `make run` and `make test`.
 # Both set up .venv/ when it is missing or its inputs changed; otherwise setup is a no-op.
-# Setup also builds the JVM decoder's jar (spark_jobs/java), so editing its sources re-runs it, and fetches
-# the pinned Kafka jars (artifacts/), so editing their list re-runs it.
+# Setup also builds the JVM decoder's jar (spark_jobs/java) and the broker plugin's (broker_plugin/java), so
+# editing their sources re-runs it, and fetches the pinned Kafka jars (artifacts/), so editing their list
+# re-runs it.
 # The quota engine's hot modules are compiled with mypyc, so editing them re-runs setup.
 
 PYTHON ?= python3
@@ -11,12 +12,13 @@ STAMP  := $(VENV)/.installed
 COMPILED := $(wildcard quotas/*.py)  # setup.py compiles some of them with mypyc
 JVM := spark_jobs/jvm.py $(wildcard spark_jobs/java/telemetry/sink/*.java)  # the JVM decoder's jar
 ARTIFACTS := $(wildcard artifacts/*.py artifacts/*/pom.xml artifacts/*/jars.sha256 artifacts/*/requirements.txt)  # Kafka's jars (Maven), older clients
+PLUGIN := $(wildcard broker_plugin/*.py broker_plugin/java/telemetry/sink/forwarder/*.java)  # the broker plugin's jar
 
 .PHONY: setup browser ldap test check fast lint typecheck unit run bench proto clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py scripts/setup.sh $(COMPILED) $(JVM) $(ARTIFACTS)
+$(STAMP): pyproject.toml setup.py scripts/setup.sh $(COMPILED) $(JVM) $(ARTIFACTS) $(PLUGIN)
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup.sh
 	touch $(STAMP)
 

@@ -44,6 +44,8 @@ fi
 # Apache Kafka 4.4.0's jars (the broker, its tools, its Java client), the tests' oracle of Kafka's behaviour:
 # fetched once with Maven into .venv/maven and checked against artifacts/kafka/jars.sha256
 "$VENV/bin/python" -m artifacts kafka
+# the project's broker plugin (broker_plugin/java), compiled against those jars (docs/broker-plugin.md)
+"$VENV/bin/python" -m broker_plugin >/dev/null
 # older Java clients (3.7.2, 4.0.2), which the tests also run against the sink (docs/kafka-oracle.md)
 "$VENV/bin/python" -m artifacts kafka-clients-3.7
 "$VENV/bin/python" -m artifacts kafka-clients-4.0

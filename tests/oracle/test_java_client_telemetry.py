@@ -6,16 +6,13 @@ PLAINTEXT and over SASL/SCRAM (docs/kafka-oracle.md)."""
 from __future__ import annotations
 
 import base64
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
 
 from tests.support.kafka_broker import USERS, KafkaOracle, java_command
+from tests.support.landed import until_landed
 from tests.support.process import Running, line_driven, running_sink
 
 pytestmark = pytest.mark.integration
@@ -40,26 +37,6 @@ def sinks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Runnin
         running_sink(workdir / "sasl", workdir / "sasl" / "data", extra=SUBSCRIPTION + sasl) as scram,
     ):
         yield {"PLAINTEXT": plain, "SASL_PLAINTEXT": scram}
-
-
-def _until(what: str, predicate: Callable[[], Any]) -> Any:
-    """Poll ``predicate`` until it answers something true, within ``DEADLINE_S``."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not (answer := predicate()):
-        assert time.monotonic() < deadline, f"{what}: not within {DEADLINE_S} s"
-        time.sleep(0.2)
-    return answer
-
-
-def _landed(table_uri: str, instance_id: str) -> list[dict[str, Any]]:
-    try:
-        rows = DeltaTable(table_uri).to_pyarrow_table().to_pylist()
-    except TableNotFoundError:  # nothing committed yet
-        return []
-    return sorted(
-        (row for row in rows if row["client_instance_id"] == instance_id),
-        key=lambda row: (row["received_at"], row["batch_seq"]),
-    )
 
 
 CLIENTS = {"4.4.0": "kafka", "4.0.2": "kafka-clients-4.0", "3.7.2": "kafka-clients-3.7"}
@@ -103,7 +80,7 @@ def test_the_java_clients_telemetry_lands_under_the_instance_id_it_reports(
         assert said[:1] == ["instance"], said
         instance_id = said[1]
         uuid.UUID(bytes=base64.urlsafe_b64decode(instance_id + "=="))  # Kafka's printed form
-        rows = _until("two pushes", lambda: (r := _landed(sink.table_uri, instance_id)) and len(r) >= 2 and r)
+        rows = until_landed(sink.table_uri, "client_instance_id", instance_id, 2, DEADLINE_S)
     # No terminating push is asserted: Kafka 4.4's Java client sends one only while its close has other
     # network work to do. Closed idle it goes from TERMINATING_PUSH_NEEDED to TERMINATED without sending:
     # seen for the producer against the broker and the sink alike, and for this consumer against the

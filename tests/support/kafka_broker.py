@@ -21,7 +21,7 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
@@ -61,17 +61,17 @@ def build_helpers(into: Path) -> Path:
     return into
 
 
-def java_command(helpers: Path, heap: str, log4j: Path | None = None, jars: str = "kafka") -> list[str]:
+def java_command(
+    helpers: Path, heap: str, log4j: Path | None = None, jars: str = "kafka", plugins: Sequence[Path] = ()
+) -> list[str]:
     """``java`` with Kafka's jars (``jars``: a list of ``artifacts/``, Kafka 4.4.0's by default, or an older
-    client's, ``kafka-clients-3.7``) and the tests' helpers on its class path (and ``log4j`` as its log
-    configuration; without one, Log4j's default: errors to the console)."""
+    client's, ``kafka-clients-3.7``), the tests' helpers and ``plugins`` (more jars) on its class path
+    (and ``log4j`` as its log configuration; without one, Log4j's default: errors to the console)."""
     java = shutil.which("java")
     assert java is not None, "java: the Kafka oracle needs a Java 17 runtime"
     logging = [] if log4j is None else [f"-Dlog4j2.configurationFile=file:{log4j}"]
-    return [
-        java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true", *logging,
-        "-cp", f"{helpers}{os.pathsep}{classpath(jars)}",
-    ]  # fmt: skip
+    path = os.pathsep.join([str(helpers), *map(str, plugins), classpath(jars)])
+    return [java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true", *logging, "-cp", path]
 
 
 @dataclass(frozen=True)
@@ -145,16 +145,17 @@ def api_versions_answered(port: int) -> bool:
 
 @contextlib.contextmanager
 def kafka_broker(
-    workdir: Path, helpers: Path, settings: Mapping[str, str] | None = None
+    workdir: Path, helpers: Path, settings: Mapping[str, str] | None = None, plugins: Sequence[Path] = ()
 ) -> Iterator[KafkaBroker]:
-    """A broker in ``workdir``, answering requests; stopped (SIGTERM, then SIGKILL) on exit."""
+    """A broker in ``workdir`` (``settings`` over the fixture's, ``plugins`` on its class path),
+    answering requests; stopped (SIGTERM, then SIGKILL) on exit."""
     workdir.mkdir(parents=True, exist_ok=True)
     broker = KafkaBroker(free_port(), free_port(), free_port(), CLUSTER_ID, workdir / "broker.log")
     config = workdir / "server.properties"
     config.write_text(_properties(workdir, broker, settings or {}))
     log4j = workdir / "log4j2.properties"
     log4j.write_text(_LOG4J.format(log=broker.log))
-    java = java_command(helpers, "768m", log4j)
+    java = java_command(helpers, "768m", log4j, plugins=plugins)
     scram = [
         f"--add-scram={mechanism}=[name={user},password={password}]"
         for user, password in USERS.items()

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
 
+from tests.support.landed import until_landed
 from tests.support.process import line_driven, running_sink
 
 pytestmark = pytest.mark.integration
@@ -25,14 +22,6 @@ OLDER = ROOT / ".venv" / "clients" / "confluent-kafka-2.5"
 PRODUCER = ROOT / "tests" / "support" / "clients" / "librdkafka_producer.py"
 SUBSCRIPTION = 'subscriptions:\n  all: {metrics: "org.apache.kafka.", interval.ms: 500}\n'
 DEADLINE_S = 60.0
-
-
-def _landed(table_uri: str, client_id: str) -> list[dict[str, Any]]:
-    try:
-        rows = DeltaTable(table_uri).to_pyarrow_table().to_pylist()
-    except TableNotFoundError:  # nothing committed yet
-        return []
-    return [row for row in rows if row["client_id"] == client_id]
 
 
 def test_confluent_kafka_2_5_pushes_and_its_telemetry_lands_with_its_version(tmp_path: Path) -> None:
@@ -46,10 +35,7 @@ def test_confluent_kafka_2_5_pushes_and_its_telemetry_lands_with_its_version(tmp
     ):
         assert client.stdout is not None
         assert client.stdout.readline().split() == ["version", "2.5.3", "2.5.3"]
-        deadline = time.monotonic() + DEADLINE_S
-        while len(rows := _landed(sink.table_uri, "older-librdkafka")) < 2:
-            assert time.monotonic() < deadline, f"two pushes did not land within {DEADLINE_S} s"
-            time.sleep(0.2)
+        rows = until_landed(sink.table_uri, "client_id", "older-librdkafka", 2, DEADLINE_S)
     assert {row["client_software_name"] for row in rows} == {"confluent-kafka-python"}
     assert {row["client_software_version"] for row in rows} == {"2.5.3-rdkafka-2.5.3"}
     assert len({row["client_instance_id"] for row in rows}) == 1
