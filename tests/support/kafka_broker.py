@@ -7,7 +7,8 @@ a PLAINTEXT listener beside a SASL_PLAINTEXT one (PLAIN, SCRAM-SHA-256 and SCRAM
 that expire), Kafka's ``StandardAuthorizer`` with super users and no ACLs, as the sink's, and the
 tests' no-op client-telemetry reporter (``java/telemetry/sink/oracle``), without which a broker does not
 advertise the telemetry APIs. ``KafkaTools`` runs ``kafka-configs.sh`` and ``kafka-client-metrics.sh``
-(their classes, ``ConfigCommand`` and ``ClientMetricsCommand``) in a JVM that stays up between calls.
+(their classes, ``ConfigCommand`` and ``ClientMetricsCommand``), and ``kafka-jmx.sh`` (``JmxTool``), in a
+JVM that stays up between calls.
 The ``kafka_oracle`` fixture (a plugin of ``tests/conftest.py``) gives the whole session one of each.
 """
 
@@ -62,16 +63,36 @@ def build_helpers(into: Path) -> Path:
 
 
 def java_command(
-    helpers: Path, heap: str, log4j: Path | None = None, jars: str = "kafka", plugins: Sequence[Path] = ()
+    helpers: Path,
+    heap: str,
+    log4j: Path | None = None,
+    jars: str = "kafka",
+    *,
+    plugins: Sequence[Path] = (),
+    options: Sequence[str] = (),
 ) -> list[str]:
-    """``java`` with Kafka's jars (``jars``: a list of ``artifacts/``, Kafka 4.4.0's by default, or an older
-    client's, ``kafka-clients-3.7``), the tests' helpers and ``plugins`` (more jars) on its class path
-    (and ``log4j`` as its log configuration; without one, Log4j's default: errors to the console)."""
+    """``java`` (with more JVM ``options``) with Kafka's jars (``jars``: a list of ``artifacts/``, Kafka
+    4.4.0's by default, or an older client's, ``kafka-clients-3.7``), the tests' helpers and ``plugins``
+    (more jars) on its class path (and ``log4j`` as its log configuration; without one, Log4j's default:
+    errors to the console)."""
     java = shutil.which("java")
     assert java is not None, "java: the Kafka oracle needs a Java 17 runtime"
     logging = [] if log4j is None else [f"-Dlog4j2.configurationFile=file:{log4j}"]
     path = os.pathsep.join([str(helpers), *map(str, plugins), classpath(jars)])
-    return [java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true", *logging, "-cp", path]
+    return [
+        java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true", *logging, *options, "-cp", path
+    ]  # fmt: skip
+
+
+def jmx_options(port: int) -> list[str]:
+    """The JVM options of a JMX server on loopback ``port``, without authentication (``kafka-jmx.sh``'s
+    ``service:jmx:rmi:///jndi/rmi://127.0.0.1:<port>/jmxrmi`` reads it)."""
+    return [
+        "-Dcom.sun.management.jmxremote", f"-Dcom.sun.management.jmxremote.port={port}",
+        f"-Dcom.sun.management.jmxremote.rmi.port={port}", "-Dcom.sun.management.jmxremote.host=127.0.0.1",
+        "-Djava.rmi.server.hostname=127.0.0.1", "-Dcom.sun.management.jmxremote.authenticate=false",
+        "-Dcom.sun.management.jmxremote.ssl=false",
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -145,10 +166,15 @@ def api_versions_answered(port: int) -> bool:
 
 @contextlib.contextmanager
 def kafka_broker(
-    workdir: Path, helpers: Path, settings: Mapping[str, str] | None = None, plugins: Sequence[Path] = ()
+    workdir: Path,
+    helpers: Path,
+    settings: Mapping[str, str] | None = None,
+    *,
+    plugins: Sequence[Path] = (),
+    options: Sequence[str] = (),
 ) -> Iterator[KafkaBroker]:
-    """A broker in ``workdir`` (``settings`` over the fixture's, ``plugins`` on its class path),
-    answering requests; stopped (SIGTERM, then SIGKILL) on exit."""
+    """A broker in ``workdir`` (``settings`` over the fixture's, ``plugins`` on its class path, more JVM
+    ``options``), answering requests; stopped (SIGTERM, then SIGKILL) on exit."""
     workdir.mkdir(parents=True, exist_ok=True)
     broker = KafkaBroker(free_port(), free_port(), free_port(), CLUSTER_ID, workdir / "broker.log")
     config = workdir / "server.properties"
@@ -168,7 +194,15 @@ def kafka_broker(
     )  # fmt: skip
     with (
         (workdir / "broker.out").open("w") as out,
-        subprocess.Popen([*java, "kafka.Kafka", str(config)], stdout=out, stderr=out) as process,
+        subprocess.Popen(
+            [
+                *java_command(helpers, "768m", log4j, plugins=plugins, options=options),
+                "kafka.Kafka",
+                str(config),
+            ],
+            stdout=out,
+            stderr=out,
+        ) as process,
     ):
         try:
             deadline = time.monotonic() + START_S

@@ -23,7 +23,8 @@ public final class KafkaTools {
   static final Map<String, String> TOOLS =
       Map.of(
           "kafka-client-metrics", "org.apache.kafka.tools.ClientMetricsCommand",
-          "kafka-configs", "org.apache.kafka.tools.ConfigCommand");
+          "kafka-configs", "org.apache.kafka.tools.ConfigCommand",
+          "kafka-jmx", "org.apache.kafka.tools.JmxTool");
 
   /** Thrown by {@code Exit.exit}, which would end the JVM: the tool is over. */
   private static final class Exited extends RuntimeException {
