@@ -67,6 +67,7 @@ bench: setup
 	$(BIN)/python benchmarks/push_path/forwarded.py
 	$(BIN)/python benchmarks/kafka_listener/bench.py
 	$(BIN)/python benchmarks/kafka_listener/java_fleet.py
+	$(BIN)/python benchmarks/broker_plugin/bench.py
 	$(BIN)/python benchmarks/hostile/bench.py
 	$(BIN)/python benchmarks/durability/bench.py
 	$(BIN)/python benchmarks/rollup/bench.py

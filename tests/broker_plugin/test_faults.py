@@ -58,22 +58,7 @@ def faulty(tmp_path_factory: pytest.TempPathFactory, kafka_oracle: KafkaOracle) 
 
 def _counts(oracle: KafkaOracle, jmx_port: int) -> dict[str, float]:
     """The plugin's metrics, as ``kafka-jmx.sh`` reads them from the broker."""
-    run = oracle.tools.run(
-        "kafka-jmx", "--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{jmx_port}/jmxrmi",
-        "--object-name", "kafka.server:type=telemetry-sink-forwarder", "--one-time", "true",
-        "--report-format", "properties",
-    )  # fmt: skip
-    assert run.status == 0, run
-    counts: dict[str, float] = {}
-    for line in run.stdout.splitlines():
-        key, _, value = line.rpartition("=")  # kafka.server:type=telemetry-sink-forwarder:queue-size=1.0
-        attribute = key.rpartition(":")[2]
-        if value and attribute:
-            try:
-                counts[attribute] = float(value)
-            except ValueError:
-                continue
-    return counts
+    return oracle.tools.jmx(jmx_port, "kafka.server:type=telemetry-sink-forwarder")
 
 
 def _produce(bootstrap: str, messages: int) -> list[Any]:

@@ -71,16 +71,17 @@ def java_command(
     plugins: Sequence[Path] = (),
     options: Sequence[str] = (),
 ) -> list[str]:
-    """``java`` (with more JVM ``options``) with Kafka's jars (``jars``: a list of ``artifacts/``, Kafka
-    4.4.0's by default, or an older client's, ``kafka-clients-3.7``), the tests' helpers and ``plugins``
-    (more jars) on its class path (and ``log4j`` as its log configuration; without one, Log4j's default:
-    errors to the console)."""
+    """``java`` (with more JVM ``options``; the serial collector unless they name another) with Kafka's
+    jars (``jars``: a list of ``artifacts/``, Kafka 4.4.0's by default, or an older client's,
+    ``kafka-clients-3.7``), the tests' helpers and ``plugins`` (more jars) on its class path (and
+    ``log4j`` as its log configuration; without one, Log4j's default: errors to the console)."""
     java = shutil.which("java")
     assert java is not None, "java: the Kafka oracle needs a Java 17 runtime"
     logging = [] if log4j is None else [f"-Dlog4j2.configurationFile=file:{log4j}"]
     path = os.pathsep.join([str(helpers), *map(str, plugins), classpath(jars)])
+    gc = [] if any(o.startswith("-XX:+Use") and o.endswith("GC") for o in options) else ["-XX:+UseSerialGC"]
     return [
-        java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true", *logging, *options, "-cp", path
+        java, f"-Xmx{heap}", *gc, "-Djava.awt.headless=true", *logging, *options, "-cp", path
     ]  # fmt: skip
 
 
@@ -261,6 +262,21 @@ class KafkaTools:
                 raise RuntimeError(f"the Kafka tools' JVM answered {header!r} (exit {self._process.poll()})")
             status, out_bytes, err_bytes = (int(word) for word in header.split()[1:])
             return ToolRun(status, _read(stdout, out_bytes), _read(stdout, err_bytes))
+
+    def jmx(self, port: int, object_name: str) -> dict[str, float]:
+        """The numeric attributes of a JVM's MBean ``object_name``, read once with ``kafka-jmx.sh`` from
+        the JMX server on loopback ``port`` (``jmx_options``)."""
+        run = self.run(
+            "kafka-jmx", "--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi",
+            "--object-name", object_name, "--one-time", "true", "--report-format", "properties",
+        )  # fmt: skip
+        assert run.status == 0, run
+        values: dict[str, float] = {}
+        for line in run.stdout.splitlines():  # kafka.server:type=telemetry-sink-forwarder:queue-size=1.0
+            key, _, value = line.rpartition("=")
+            with contextlib.suppress(ValueError):
+                values[key.rpartition(":")[2]] = float(value)
+        return values
 
     def close(self) -> None:
         if self._process.stdin is not None:
