@@ -49,6 +49,8 @@ fi
 # older Java clients (3.7.2, 4.0.2), which the tests also run against the sink (docs/kafka-oracle.md)
 "$VENV/bin/python" -m artifacts kafka-clients-3.7
 "$VENV/bin/python" -m artifacts kafka-clients-4.0
+# a Kafka 4.0.2 broker, for the broker plugin's older interface (docs/broker-plugin.md)
+"$VENV/bin/python" -m artifacts kafka-4.0
 # an older librdkafka (confluent-kafka 2.5.3), hash-checked, beside the project's own (docs/kafka-oracle.md)
 OLD_LIBRDKAFKA="$VENV/clients/confluent-kafka-2.5"
 if [ ! -f "$OLD_LIBRDKAFKA/.installed" ] || [ artifacts/confluent-kafka-2.5/requirements.txt -nt "$OLD_LIBRDKAFKA/.installed" ]; then

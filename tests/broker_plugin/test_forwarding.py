@@ -19,71 +19,26 @@ from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscr
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-from broker_plugin import CLASS, build
 from subscriptions import kafka_uuid_string
+from tests.broker_plugin.conftest import forwarding_broker
 from tests.support.kafka import KafkaClient, push_request
-from tests.support.kafka_broker import CLUSTER_ID, USERS, KafkaBroker, KafkaOracle, java_command, kafka_broker
+from tests.support.kafka_broker import CLUSTER_ID, USERS, KafkaBroker, KafkaOracle, java_command
 from tests.support.landed import landed_rows, until_landed
 from tests.support.otlp import metrics_data
-from tests.support.process import Running, line_driven, running_sink
+from tests.support.process import Running, line_driven
 
 pytestmark = pytest.mark.integration
 
 DEADLINE_S: Final = 120.0
 """How long a client may take to start, push through the broker and land (seconds; usually a few)."""
-TOKEN: Final = "forwarder-secret"
-FORWARDER: Final = "User:kafka-telemetry-forwarder"
 PRODUCER: Final = Path(__file__).resolve().parents[1] / "support" / "clients" / "librdkafka_producer.py"
-
-
-@pytest.fixture(scope="module")
-def sink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    """A sink that trusts the plugin's principal (its bearer token) as a forwarder."""
-    workdir = tmp_path_factory.mktemp("plugin-sink")
-    tokens = workdir / "tokens.yaml"
-    tokens.write_text(f'"{TOKEN}": "{FORWARDER}"\n')
-    extra = f"security: {{tokens_file: {tokens}, trusted_forwarders: ['{FORWARDER}']}}\n"
-    with running_sink(workdir, workdir / "data", extra=extra) as running:
-        yield running
-
-
-DOCS: Final = Path(__file__).resolve().parents[2] / "docs" / "broker-plugin.md"
-DOCUMENTED_ENDPOINT: Final = "http://telemetry-sink:4318/v1/metrics"
-DOCUMENTED_SECRETS: Final = "/etc/kafka/telemetry-sink.properties"
-
-
-def documented_settings() -> dict[str, str]:
-    """The ``server.properties`` snippet of docs/broker-plugin.md, as broker settings."""
-    text = DOCS.read_text()
-    block = text[text.index("```properties\n") + len("```properties\n") :]
-    lines = block[: block.index("```")].splitlines()
-    return dict(line.split("=", 1) for line in lines)
 
 
 @pytest.fixture(scope="module")
 def broker(
     tmp_path_factory: pytest.TempPathFactory, kafka_oracle: KafkaOracle, sink: Running
 ) -> Iterator[KafkaBroker]:
-    """A broker loaded with the plugin as docs/broker-plugin.md says (its snippet as is, but for the
-    sink's address and the secrets file's place), and a subscription to every Kafka client metric each
-    second, made with ``kafka-client-metrics.sh``."""
-    workdir = tmp_path_factory.mktemp("plugin-broker")
-    secrets = workdir / "telemetry-sink.properties"
-    secrets.write_text(f"token={TOKEN}\n")
-    settings = {
-        key: value.replace(DOCUMENTED_ENDPOINT, f"{sink.http_url}/v1/metrics").replace(
-            DOCUMENTED_SECRETS, str(secrets)
-        )
-        for key, value in documented_settings().items()
-    }
-    assert settings["metric.reporters"] == CLASS
-    settings["telemetry.sink.forwarder.linger.ms"] = "20"
-    with kafka_broker(workdir, kafka_oracle.helpers, settings, plugins=[build()]) as running:
-        made = kafka_oracle.tools.run(
-            "kafka-client-metrics", "--bootstrap-server", running.bootstrap,
-            "--alter", "--name", "everything", "--metrics", "org.apache.kafka.", "--interval", "1000",
-        )  # fmt: skip
-        assert made.status == 0, made
+    with forwarding_broker(kafka_oracle, tmp_path_factory.mktemp("plugin-broker"), sink) as running:
         yield running
 
 

@@ -173,16 +173,18 @@ def kafka_broker(
     *,
     plugins: Sequence[Path] = (),
     options: Sequence[str] = (),
+    jars: str = "kafka",
 ) -> Iterator[KafkaBroker]:
     """A broker in ``workdir`` (``settings`` over the fixture's, ``plugins`` on its class path, more JVM
-    ``options``), answering requests; stopped (SIGTERM, then SIGKILL) on exit."""
+    ``options``; ``jars``: the ``artifacts/`` list of its Kafka, 4.4.0's by default, or ``kafka-4.0``),
+    answering requests; stopped (SIGTERM, then SIGKILL) on exit."""
     workdir.mkdir(parents=True, exist_ok=True)
     broker = KafkaBroker(free_port(), free_port(), free_port(), CLUSTER_ID, workdir / "broker.log")
     config = workdir / "server.properties"
     config.write_text(_properties(workdir, broker, settings or {}))
     log4j = workdir / "log4j2.properties"
     log4j.write_text(_LOG4J.format(log=broker.log))
-    java = java_command(helpers, "768m", log4j, plugins=plugins)
+    java = java_command(helpers, "768m", log4j, jars, plugins=plugins)
     scram = [
         f"--add-scram={mechanism}=[name={user},password={password}]"
         for user, password in USERS.items()
@@ -197,7 +199,7 @@ def kafka_broker(
         (workdir / "broker.out").open("w") as out,
         subprocess.Popen(
             [
-                *java_command(helpers, "768m", log4j, plugins=plugins, options=options),
+                *java_command(helpers, "768m", log4j, jars, plugins=plugins, options=options),
                 "kafka.Kafka",
                 str(config),
             ],
