@@ -60,9 +60,14 @@ def forwarding_broker(
     settings["metric.reporters"] = reporter
     settings["telemetry.sink.forwarder.linger.ms"] = "20"
     with kafka_broker(workdir, oracle.helpers, settings, plugins=[build()], jars=jars) as broker:
-        made = oracle.tools.run(
-            "kafka-client-metrics", "--bootstrap-server", broker.bootstrap,
-            "--alter", "--name", "everything", "--metrics", "org.apache.kafka.", "--interval", "1000",
-        )  # fmt: skip
-        assert made.status == 0, made
+        subscribe_everything(oracle, broker, 1000)
         yield broker
+
+
+def subscribe_everything(oracle: KafkaOracle, broker: KafkaBroker, interval_ms: int) -> None:
+    """A subscription of ``broker`` to every Kafka client metric, made with ``kafka-client-metrics.sh``."""
+    made = oracle.tools.run(
+        "kafka-client-metrics", "--bootstrap-server", broker.bootstrap,
+        "--alter", "--name", "everything", "--metrics", "org.apache.kafka.", "--interval", str(interval_ms),
+    )  # fmt: skip
+    assert made.status == 0, made

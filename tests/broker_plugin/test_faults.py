@@ -6,6 +6,8 @@ Kafka's own ``kafka-jmx.sh``."""
 from __future__ import annotations
 
 import base64
+import re
+import urllib.request
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -13,6 +15,7 @@ import confluent_kafka
 import pytest
 
 from broker_plugin import CLASS, build
+from tests.broker_plugin.conftest import FORWARDER, TOKEN, subscribe_everything
 from tests.support.kafka_broker import KafkaBroker, KafkaOracle, java_command, jmx_options, kafka_broker
 from tests.support.landed import until, until_landed
 from tests.support.process import free_port, line_driven, running_sink
@@ -48,11 +51,7 @@ def faulty(tmp_path_factory: pytest.TempPathFactory, kafka_oracle: KafkaOracle) 
     with kafka_broker(
         workdir, kafka_oracle.helpers, settings, plugins=[build()], options=jmx_options(jmx_port)
     ) as broker:
-        made = kafka_oracle.tools.run(
-            "kafka-client-metrics", "--bootstrap-server", broker.bootstrap,
-            "--alter", "--name", "everything", "--metrics", "org.apache.kafka.", "--interval", "500",
-        )  # fmt: skip
-        assert made.status == 0, made
+        subscribe_everything(kafka_oracle, broker, 500)
         yield Faulty(broker, sink_port, jmx_port)
 
 
@@ -104,3 +103,53 @@ def test_while_the_sink_is_away_the_broker_serves_producers_and_the_queue_holds_
     assert back["dropped-total"] >= away["dropped-total"]
     payloads = [row["payload"] for row in rows]
     assert len(set(payloads)) == len(payloads)  # nothing landed twice
+
+
+def test_a_batch_the_sink_finds_too_large_is_split_until_each_push_lands(
+    kafka_oracle: KafkaOracle, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The sink answers 413 to a request over ``limits.max_resource_metrics`` (here 150: a Java client's
+    push has 99): the plugin halves the batch until each part is taken, refusing nothing for good."""
+    workdir = tmp_path_factory.mktemp("plugin-413")
+    tokens = workdir / "tokens.yaml"
+    tokens.write_text(f'"{TOKEN}": "{FORWARDER}"\n')
+    extra = (
+        f"security: {{tokens_file: {tokens}, trusted_forwarders: ['{FORWARDER}']}}\n"
+        "limits: {max_resource_metrics: 150}\n"
+    )
+    jmx_port = free_port()
+    with running_sink(workdir / "sink", workdir / "sink" / "data", extra=extra) as sink:
+        settings = {
+            "metric.reporters": CLASS,
+            "telemetry.sink.forwarder.endpoint": f"{sink.http_url}/v1/metrics",
+            "telemetry.sink.forwarder.bearer.token": TOKEN,
+            "telemetry.sink.forwarder.linger.ms": "2500",  # two or three pushes a batch: over 150
+        }
+        with kafka_broker(
+            workdir / "broker",
+            kafka_oracle.helpers,
+            settings,
+            plugins=[build()],
+            options=jmx_options(jmx_port),
+        ) as broker:
+            subscribe_everything(kafka_oracle, broker, 500)
+            command = [
+                *java_command(kafka_oracle.helpers, "256m"), "telemetry.sink.oracle.TelemetryClient",
+                "producer", f"bootstrap.servers={broker.bootstrap}", "client.id=split-java",
+            ]  # fmt: skip
+            with line_driven(command) as client:
+                assert client.stdout is not None
+                instance_id = client.stdout.readline().split()[1]
+                rows = until_landed(sink.table_uri, "client_instance_id", instance_id, 4, DEADLINE_S)
+                counts = _counts(kafka_oracle, jmx_port)
+            with urllib.request.urlopen(f"{sink.http_url}/metrics", timeout=30) as answer:
+                scraped = answer.read().decode()
+    refused = re.findall(r"telemetry_sink_requests_total\{([^}]*)\} ([0-9.e+]+)", scraped)
+    too_large = sum(
+        float(n) for labels, n in refused if 'transport="http"' in labels and 'code="118"' in labels
+    )
+    assert too_large >= 1, scraped  # TELEMETRY_TOO_LARGE: 413 on HTTP
+    assert counts["rejected-total"] == 0
+    assert counts["forwarded-total"] >= 4
+    payloads = [row["payload"] for row in rows]
+    assert len(set(payloads)) == len(payloads)
