@@ -78,6 +78,7 @@ abstract class Forwarding implements MetricsReporter {
     if (nodeId != null) {
       labels.add("node_id", nodeId);
     }
+    byte[] identity = labels.resourceField(); // on every ResourceMetrics; the context on the first
     labels
         .add("kafka.cluster.id", clusterId)
         .add("kafka.listener.name", request.listenerName())
@@ -90,7 +91,7 @@ abstract class Forwarding implements MetricsReporter {
     byte[] bytes = new byte[data.remaining()];
     data.get(bytes);
     try {
-      to.offer(OtlpLabels.label(bytes, labels.resourceField(), System.currentTimeMillis()));
+      to.offer(OtlpLabels.label(bytes, labels.resourceField(), identity, System.currentTimeMillis()));
     } catch (IllegalArgumentException e) {
       to.metrics().malformed();
     }

@@ -9,7 +9,9 @@ import java.nio.charset.StandardCharsets;
  * <p>Protobuf merges a message field that appears twice, and appends to a repeated field: so appending
  * a second {@code resource} (field 1 of {@code ResourceMetrics}) that holds only attributes (field 1
  * of {@code Resource}) to each {@code ResourceMetrics} (field 1 of {@code MetricsData}) adds those
- * attributes after the client's own. The sink reads the last value of a repeated key, so the broker's
+ * attributes after the client's own. Every {@code ResourceMetrics} gets the client's identity (the sink
+ * reads it per {@code ResourceMetrics}); the broker's context goes on the first alone, as a Java
+ * client's push holds one {@code ResourceMetrics} per metric. The sink reads the last value of a repeated key, so the broker's
  * labels win over anything the client wrote under the same names. Only the top level of the payload
  * is walked (each field's tag and length), so the work is linear in its size and nothing the client
  * sent is parsed further; a payload whose top level is not well formed is refused.
@@ -64,13 +66,13 @@ final class OtlpLabels {
   }
 
   /**
-   * {@code metricsData} with {@code resourceField} appended to each of its {@code ResourceMetrics}, as
-   * a push accepted at {@code acceptedAtMs}; IllegalArgumentException when its top level is not a
-   * well-formed {@code MetricsData}.
+   * {@code metricsData} with {@code first} appended to its first {@code ResourceMetrics} and {@code
+   * rest} to each of the others, as a push accepted at {@code acceptedAtMs}; IllegalArgumentException
+   * when its top level is not a well-formed {@code MetricsData}.
    */
-  static ForwardedPush label(byte[] metricsData, byte[] resourceField, long acceptedAtMs) {
+  static ForwardedPush label(byte[] metricsData, byte[] first, byte[] rest, long acceptedAtMs) {
     int resourceMetrics = 0;
-    ByteArrayOutputStream out = new ByteArrayOutputStream(metricsData.length + 4 * resourceField.length + 16);
+    ByteArrayOutputStream out = new ByteArrayOutputStream(metricsData.length + 4 * first.length + 16);
     int[] at = {0};
     while (at[0] < metricsData.length) {
       long tag = readVarint(metricsData, at);
@@ -86,7 +88,7 @@ final class OtlpLabels {
       int start = at[0];
       at[0] += (int) length;
       if (fieldNumber == 1) { // resource_metrics
-        resourceMetrics++;
+        byte[] resourceField = resourceMetrics++ == 0 ? first : rest;
         writeVarint(out, tag);
         writeVarint(out, length + resourceField.length);
         out.write(metricsData, start, (int) length);
