@@ -89,11 +89,6 @@ final class ForwarderMetrics implements AutoCloseable {
     retried.record();
   }
 
-  /** A metric's value by name, for the broker's tests and logs. */
-  double value(String name) {
-    return (Double) metrics.metric(name(name, "")).metricValue();
-  }
-
   @Override
   public void close() {
     metrics.close();
