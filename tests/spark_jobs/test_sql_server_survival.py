@@ -485,8 +485,11 @@ def test_the_password_file_checks_an_unknown_user_as_long_as_a_known_one(
             return time.perf_counter() - started
 
         timed("analyst")  # the JIT
-        known = statistics.median(timed("analyst") for _ in range(5))
-        unknown = statistics.median(timed("nobody") for _ in range(5))
+        timed("nobody")
+        # interleaved, and each side's fastest: the same work takes longer only when the machine is busy
+        # (the other half of the suite runs beside this one), so the minimum is each side's own cost
+        pairs = [(timed("analyst"), timed("nobody")) for _ in range(7)]
+        known, unknown = min(k for k, _ in pairs), min(u for _, u in pairs)
         assert 0.6 < unknown / known < 1.7, (known, unknown)
     finally:
         if before is None:
