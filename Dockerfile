@@ -12,6 +12,7 @@
 ARG PYTHON_VERSION=3.11
 
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
+ARG MAVEN_REPOSITORY=https://repo1.maven.org/maven2
 # a C compiler: crcmod's extension and the mypyc-compiled quota hot path; a JDK, protoc and
 # protobuf-java: the JVM decoder's jar (spark_jobs.jvm), which the wheel carries
 RUN apt-get update \
@@ -27,6 +28,12 @@ COPY exporters exporters
 COPY spark_jobs spark_jobs
 COPY loadgen loadgen
 COPY telemetry_sink telemetry_sink
+COPY artifacts artifacts
+COPY broker_plugin/__init__.py broker_plugin/__main__.py broker_plugin/
+COPY broker_plugin/java/telemetry broker_plugin/java/telemetry
+# the broker plugin's jar (docs/broker-plugin.md), compiled against kafka-clients and SLF4J's API
+# downloaded from Maven Central and checked against artifacts/kafka/jars.sha256
+RUN python -m broker_plugin --maven-repository "$MAVEN_REPOSITORY" --jar /plugin/telemetry-sink-broker-plugin.jar
 # the project's wheel and every dependency's, for an offline install below; the jar is built with
 # PySpark's jars and the OTLP schema from those wheels, then the project's wheel again to carry it
 RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
@@ -69,6 +76,8 @@ for url in sys.argv[1:]:
     urllib.request.urlretrieve(url, os.path.join(jars, url.rsplit("/", 1)[1]))
 PY
 COPY scripts/docker-entrypoint.sh /usr/local/bin/telemetry-sink-entrypoint
+# for brokers, not for the sink: copy it out of the image into a broker's plugin path
+COPY --from=build /plugin/telemetry-sink-broker-plugin.jar /opt/telemetry-sink/broker-plugin/
 ENV HOME=/tmp \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

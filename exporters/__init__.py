@@ -7,7 +7,15 @@
 Their errors are one tree under ``ExporterError`` (``errors``).
 """
 
-from exporters.base import Exporter, ExportResult, Health, PushContext, TelemetryPush, new_push_id
+from exporters.base import (
+    Exporter,
+    ExportResult,
+    ForwardedBatch,
+    Health,
+    PushContext,
+    TelemetryPush,
+    new_push_id,
+)
 from exporters.delta.appender import storage_option
 from exporters.delta.landing import DeltaLandingExporter
 from exporters.delta.maintenance import MaintenanceReport, maintain
@@ -35,6 +43,7 @@ __all__ = [
     "Exporter",
     "ExporterError",
     "ExporterLoadError",
+    "ForwardedBatch",
     "Health",
     "InMemoryExporter",
     "LogExporter",

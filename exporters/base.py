@@ -17,24 +17,43 @@ is what a push costs an exporter that keeps it: its payload plus the UTF-8 bytes
 
 Exporters are started once, may be flushed, and are shut down once; ``health`` says whether the last
 attempt to store something succeeded. ``ChainExporter`` (in ``registry``) runs several in order.
+
+``export_batch`` stores a trusted forwarder's batch (``ForwardedBatch``: who sent it, the sequence
+number of its last push, whether it was sent before). An exporter that can, stores the batch
+atomically with its sequence and answers a resend of a batch it already holds ``DUPLICATE`` (the
+client is told it landed; nothing is stored twice): the Delta exporter does, across restarts and
+replicas (``delta.landing``). The default stores each push alone and never deduplicates.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, NamedTuple
 
-__all__ = ["ExportResult", "Exporter", "Health", "PushContext", "TelemetryPush", "entity_text", "new_push_id"]
+__all__ = [
+    "ExportResult",
+    "Exporter",
+    "ForwardedBatch",
+    "Health",
+    "PushContext",
+    "TelemetryPush",
+    "entity_text",
+    "new_push_id",
+]
 
 
 class ExportResult(Enum):
     SUCCESS = "success"
     RETRYABLE = "retryable"
     PERMANENT = "permanent"
+    DUPLICATE = "duplicate"
+    """Already stored by an earlier attempt of the same forwarded batch (``export_batch`` only): the
+    client is answered as for SUCCESS."""
 
 
 class Health(NamedTuple):
@@ -154,6 +173,23 @@ class TelemetryPush:
         return len(self.payload) + self.context.text_bytes
 
 
+@dataclass(frozen=True, slots=True)
+class ForwardedBatch:
+    """A trusted forwarder's batch of pushes, as its sender numbered it.
+
+    ``forwarder`` names the sender and its incarnation (``<principal>/<forwarder id>``: no other
+    sender shares it); its pushes are numbered in the order it queued them, and it sends its batches
+    one at a time, in that order, each resent until answered, so that every batch it sends holds pushes
+    all after those of every batch already stored, or is (part of) one sent before. So a batch is
+    already stored exactly when a batch whose ``last`` push is at least this one's is. ``resend``: some
+    push of it was sent before (the earlier attempt may have landed, here or at another replica).
+    """
+
+    forwarder: str
+    last: int
+    resend: bool = False
+
+
 class Exporter(ABC):
     """Receives accepted pushes; ``export`` completes only once the push is durable."""
 
@@ -165,6 +201,13 @@ class Exporter(ABC):
     @abstractmethod
     async def export(self, push: TelemetryPush) -> ExportResult:
         """Store ``push``; return only when it is durable (or has failed)."""
+
+    async def export_batch(
+        self, pushes: Sequence[TelemetryPush], batch: ForwardedBatch
+    ) -> list[ExportResult]:
+        """Store a forwarded ``batch``'s pushes; their results in order. This default exports each
+        push alone, concurrently, and never answers DUPLICATE."""
+        return list(await asyncio.gather(*(self.export(push) for push in pushes)))
 
     async def force_flush(self) -> bool:
         """Make everything accepted so far durable now; False if that failed."""

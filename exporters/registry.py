@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any, Final
 
-from exporters.base import Exporter, ExportResult, Health, TelemetryPush
+from exporters.base import Exporter, ExportResult, ForwardedBatch, Health, TelemetryPush
 from exporters.errors import ExporterError
 
 __all__ = ["ENTRY_POINT_GROUP", "ChainExporter", "ExporterLoadError", "load_exporter"]
@@ -73,6 +73,21 @@ class ChainExporter(Exporter):
             if result is not ExportResult.SUCCESS:
                 return result
         return ExportResult.SUCCESS
+
+    async def export_batch(
+        self, pushes: Sequence[TelemetryPush], batch: ForwardedBatch
+    ) -> list[ExportResult]:
+        """Each exporter in order takes the pushes every one before it stored (a DUPLICATE goes no
+        further: the earlier attempt went down the chain)."""
+        results = [ExportResult.SUCCESS] * len(pushes)
+        for exporter in self.exporters:
+            pending = [i for i, result in enumerate(results) if result is ExportResult.SUCCESS]
+            if not pending:
+                break
+            stored = await exporter.export_batch([pushes[i] for i in pending], batch)
+            for i, result in zip(pending, stored, strict=True):
+                results[i] = result
+        return results
 
     async def force_flush(self) -> bool:
         results = [await exporter.force_flush() for exporter in self.exporters]

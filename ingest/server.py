@@ -141,6 +141,7 @@ def _exporter(config: SinkConfig) -> Exporter:
     if config.exporter.name == "delta":
         shard = shard_uri(config.data_root, TELEMETRY_PUSHES_TABLE, config.replica_id)
         options.setdefault("table_uri", shard)
+        options.setdefault("shards_uri", shard.rsplit("/", 1)[0])
         options.setdefault("writer_id", config.replica_id)
         if config.storage_options:
             options.setdefault("storage_options", dict(config.storage_options))

@@ -1,5 +1,6 @@
-"""Test-wide settings: the leak guard (``tests.support.leaks``), hypothesis's profile, the open-file
-limit, and the test pipelines closed after each test."""
+"""Test-wide settings: the leak guard (``tests.support.leaks``), the Kafka oracle
+(``tests.support.kafka_broker``) and Spark (``tests.support.spark``) sessions, hypothesis's profile,
+the open-file limit, and the test pipelines closed after each test."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-pytest_plugins = ["tests.support.leaks", "tests.support.kafka_broker", "pytester"]
+pytest_plugins = ["tests.support.leaks", "tests.support.kafka_broker", "tests.support.spark", "pytester"]
 
 # No per-example deadline: a loaded CI machine must not turn a slow example into a failure.
 settings.register_profile("telemetry-sink", deadline=None, print_blob=True)

@@ -24,7 +24,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, Literal
 
 import pyarrow as pa
@@ -127,16 +127,23 @@ class DeltaAppender:
         table = self.load()
         return -1 if table is None else _txn_version(table, self.app_id)
 
-    def append(self, data: pa.Table, version: int) -> None:
-        """Commit ``data`` as batch ``version`` (greater than every earlier one); return once the
-        table holds it exactly once. Raises ``ClaimRefusedError`` at once when another process holds the
-        writer id, and AppendError after the last failed attempt.
+    def transaction_versions(self, app_ids: Iterable[str]) -> dict[str, int]:
+        """The table's ``txn`` version of each app id now (-1: none, or no table yet)."""
+        with self._lock:
+            table = self.load()
+            return {app_id: -1 if table is None else _txn_version(table, app_id) for app_id in app_ids}
+
+    def append(self, data: pa.Table, version: int, transactions: Sequence[Transaction] = ()) -> None:
+        """Commit ``data`` as batch ``version`` (greater than every earlier one), with the other
+        ``transactions`` (``txn`` actions of app ids this appender does not own) in the same commit;
+        return once the table holds it exactly once. Raises ``ClaimRefusedError`` at once when another
+        process holds the writer id, and AppendError after the last failed attempt.
         """
         if version <= self._last_version:
             raise ValueError(f"batch versions must increase: {version} after {self._last_version}")
         with self._lock:
             self._last_version = version
-            self._append(data, version)
+            self._append(data, version, transactions)
 
     def release(self) -> None:
         """After the last append: commit the claim's release (one attempt), so that another process
@@ -151,7 +158,7 @@ class DeltaAppender:
             self._commit(self.schema.empty_table(), self.claim.release_transactions(wall_clock_ms()))
             self.claim.held = False
 
-    def _append(self, data: pa.Table, version: int) -> None:
+    def _append(self, data: pa.Table, version: int, transactions: Sequence[Transaction]) -> None:
         delay = self.backoff_ms
         last_error: Exception | None = None
         for attempt in range(1, self.attempts + 1):
@@ -170,7 +177,7 @@ class DeltaAppender:
                     now = self._now_ms()
                     self.claim.check(table, now)
                     claiming = self.claim.transactions(now, updated)
-                self._commit(data, [Transaction(self.app_id, version, updated), *claiming])
+                self._commit(data, [Transaction(self.app_id, version, updated), *transactions, *claiming])
                 self._committed()
                 return
             except (ClaimRefusedError, AppendError):

@@ -27,6 +27,16 @@ only on that proof (``appender.DeltaAppender``). Every commit also carries the w
 why in ``health`` and answers exports RETRYABLE at once; an idle holder renews its lease every third
 of ``writer_lease_ms`` with an empty commit, and ``shutdown`` releases it.
 
+A trusted forwarder's batch (``export_batch``) is committed whole, in one commit, which also carries
+``txn(app_id = "telemetry-sink-forwarded/<forwarder>", version = its last push's number)``. Before the
+commit, the pushes of a forwarded batch the table already holds (its forwarder's ``txn`` has reached
+the batch's ``last``) are left out and answered DUPLICATE; only this process commits to this table, so
+no commit can slip in between. A resend is first looked up in the other replicas' tables under
+``shards_uri`` too. So a forwarded push lands once, whatever replica each attempt reached, as long as
+its forwarder's ``txn`` is kept (``delta.setTransactionRetentionDuration``: 7 days since its last batch)
+and no earlier attempt is still being committed by another replica when the resend is looked up (a
+commit stalled past ``commit_timeout_ms`` that lands after the forwarder resent elsewhere: then twice).
+
 A commit (with its retries) that takes longer than ``commit_timeout_ms`` fails its batch, and every
 batch queued behind it, RETRYABLE: storage has stalled. Until the stalled commit returns, ``health``
 is unhealthy (``/readyz`` answers 503) and exports answer RETRYABLE at once, so no push holds an
@@ -51,12 +61,13 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import pyarrow as pa
+from deltalake import DeltaTable, Transaction
 
-from exporters.base import Exporter, ExportResult, Health, TelemetryPush
+from exporters.base import Exporter, ExportResult, ForwardedBatch, Health, TelemetryPush
 from exporters.delta.appender import Compression, DeltaAppender, sync_local_table, wall_clock_ms
 from exporters.delta.schema import (
     PARTITION_BY,
@@ -65,6 +76,7 @@ from exporters.delta.schema import (
     TELEMETRY_PUSHES_TABLE,
     pushes_to_table,
 )
+from exporters.delta.shards import delta_tables_under
 from exporters.delta.writer_claim import DEFAULT_WRITER_LEASE_MS, ClaimRefusedError, WriterClaim
 
 __all__ = [
@@ -87,6 +99,8 @@ DEFAULT_MAX_PENDING_BYTES: Final = 256 * 1024 * 1024
 DEFAULT_COMMIT_TIMEOUT_MS: Final = 15_000
 """Half of Kafka's ``request.timeout.ms`` (30 s): a client waiting on a stalled commit is answered
 before it gives up on its own."""
+FORWARDED_APP_ID_PREFIX: Final = "telemetry-sink-forwarded/"
+"""What the ``txn`` app id of a forwarder's batches starts with; the forwarder's name follows."""
 _DATA_ERRORS: Final = (ValueError, TypeError, OverflowError)
 """What converting a value no column can hold raises (pyarrow's ArrowInvalid and ArrowTypeError, a
 UnicodeEncodeError for a lone surrogate)."""
@@ -99,14 +113,19 @@ def default_writer_id() -> str:
 
 class _Batch:
     """Pushes that will be committed together, and the one future they all await (the batch's
-    result; a push in ``refused`` is PERMANENT whatever it is)."""
+    result; a push in ``refused`` is PERMANENT whatever it is, one in ``duplicates`` DUPLICATE if the
+    batch landed)."""
 
-    __slots__ = ("first_at", "flush", "future", "pushes", "refused", "size")
+    __slots__ = ("duplicates", "first_at", "flush", "forwarded", "future", "pushes", "refused", "size")
 
     def __init__(self, future: asyncio.Future[ExportResult]) -> None:
         self.pushes: list[TelemetryPush] = []
+        self.forwarded: list[tuple[ForwardedBatch, range]] = []
+        """The forwarded batches among ``pushes``, each with the indexes of its pushes."""
         self.refused: frozenset[int] = frozenset()
         """Indexes in ``pushes`` of those whose data could not be converted; set before ``future``."""
+        self.duplicates: frozenset[int] = frozenset()
+        """Indexes in ``pushes`` of forwarded pushes the table already held; set before ``future``."""
         self.size = 0
         self.future = future
         self.first_at = time.monotonic()  # when its first push was queued: the latency clock
@@ -122,6 +141,7 @@ class DeltaLandingExporter(Exporter):
         self,
         table_uri: str = os.path.join("data", TELEMETRY_PUSHES_TABLE),
         *,
+        shards_uri: str | None = None,
         storage_options: Mapping[str, str] | None = None,
         writer_id: str | None = None,
         max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
@@ -136,7 +156,9 @@ class DeltaLandingExporter(Exporter):
         writer_lease_ms: int = DEFAULT_WRITER_LEASE_MS,
         wall_clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
-        """``wall_clock``: milliseconds since the epoch, for the lease's heartbeats (tests fake it)."""
+        """``shards_uri``: where every replica's table lies (``<data root>/telemetry_pushes``), read
+        for a resent forwarded batch; None: only this table is. ``wall_clock``: milliseconds since the
+        epoch, for the lease's heartbeats (tests fake it)."""
         problems = [
             f"{name} must be positive"
             for name, value in (
@@ -154,6 +176,8 @@ class DeltaLandingExporter(Exporter):
         if problems:
             raise ValueError("; ".join(problems))
         self.table_uri = table_uri
+        self.shards_uri = shards_uri
+        self.storage_options = dict(storage_options or {})
         self.writer_id = writer_id or default_writer_id()
         self.max_batch_rows = max_batch_rows
         self.max_batch_bytes = max_batch_bytes
@@ -196,27 +220,66 @@ class DeltaLandingExporter(Exporter):
         self._task = asyncio.create_task(self._run(), name=f"delta-landing-{self.writer_id}")
 
     async def export(self, push: TelemetryPush) -> ExportResult:
-        if self._closing or self._wakeup is None or self._refusal is not None or self._stalled is not None:
-            return ExportResult.RETRYABLE
-        size = push.size
+        return (await self._queue([push]))[0]
+
+    async def export_batch(
+        self, pushes: Sequence[TelemetryPush], batch: ForwardedBatch
+    ) -> list[ExportResult]:
+        """The forwarded ``batch``'s pushes committed together with ``txn(forwarded app id, last)``:
+        DUPLICATE when this table's ``txn`` has reached ``last`` by the time of the commit, or (a
+        resend) another replica's table's before it is queued."""
+        if not pushes:
+            return []
+        if batch.resend and not self._refusing():
+            try:
+                stored_elsewhere = await asyncio.to_thread(self._stored_by_another_replica, batch)
+            except Exception as exc:  # storage unreadable: the forwarder sends it again later
+                log.warning("the other replicas' tables could not be read: %s", exc)
+                return [ExportResult.RETRYABLE] * len(pushes)
+            if stored_elsewhere:
+                return [ExportResult.DUPLICATE] * len(pushes)
+        return await self._queue(pushes, batch)
+
+    def _refusing(self) -> bool:
+        return self._closing or self._wakeup is None or self._refusal is not None or self._stalled is not None
+
+    async def _queue(
+        self, pushes: Sequence[TelemetryPush], forwarded: ForwardedBatch | None = None
+    ) -> list[ExportResult]:
+        """Queue ``pushes`` in one batch and wait for its commit; their results in order."""
+        if self._refusing():
+            return [ExportResult.RETRYABLE] * len(pushes)
+        assert self._wakeup is not None
+        size = sum(push.size for push in pushes)
         if self._batches and self._pending_bytes + size > self.max_pending_bytes:
-            return ExportResult.RETRYABLE  # overloaded: storage is not keeping up
-        batch = self._batch_for(size)
-        index = len(batch.pushes)
-        batch.pushes.append(push)
+            return [ExportResult.RETRYABLE] * len(pushes)  # overloaded: storage is not keeping up
+        batch = self._batch_for(len(pushes), size)
+        indexes = range(len(batch.pushes), len(batch.pushes) + len(pushes))
+        batch.pushes.extend(pushes)
         batch.size += size
         self._pending_bytes += size
-        if len(batch.pushes) == 1 or self._is_full(batch):
+        if forwarded is not None:
+            batch.forwarded.append((forwarded, indexes))
+        if indexes.start == 0 or self._is_full(batch):
             self._wakeup.set()  # the flusher's deadline changed; other pushes leave it asleep
         # shielded: one caller giving up (a client disconnecting) must not cancel its batch-mates
         result = await asyncio.shield(batch.future)
-        return ExportResult.PERMANENT if index in batch.refused else result
+        return [self._result(batch, index, result) for index in indexes]
 
-    def _batch_for(self, size: int) -> _Batch:
-        """The open batch if the push fits in it (a batch always takes its first push), else a new one."""
+    @staticmethod
+    def _result(batch: _Batch, index: int, result: ExportResult) -> ExportResult:
+        if index in batch.refused:
+            return ExportResult.PERMANENT
+        if result is ExportResult.SUCCESS and index in batch.duplicates:
+            return ExportResult.DUPLICATE
+        return result
+
+    def _batch_for(self, rows: int, size: int) -> _Batch:
+        """The open batch if the pushes fit in it (a batch always takes its first pushes), else a new
+        one: the pushes of one call are always committed together."""
         if self._batches:
             last = self._batches[-1]
-            if len(last.pushes) < self.max_batch_rows and last.size + size <= self.max_batch_bytes:
+            if len(last.pushes) + rows <= self.max_batch_rows and last.size + size <= self.max_batch_bytes:
                 return last
         batch = _Batch(asyncio.get_running_loop().create_future())
         self._batches.append(batch)
@@ -379,25 +442,62 @@ class DeltaLandingExporter(Exporter):
                 batch.future.set_result(ExportResult.RETRYABLE)
 
     def _land(self, batch: _Batch, sequence: int) -> bool:
-        """In a worker thread: convert, commit, make durable; False when no push of the batch could
-        be converted (nothing was committed)."""
+        """In a worker thread: leave out forwarded pushes already held, convert, commit (with the
+        forwarded batches' ``txn``), make durable; False when no push of the batch was left to commit
+        (nothing was committed)."""
+        transactions = self._forwarded_transactions(batch)
         table = self._rows(batch, sequence)
         if table is None:
             return False
-        self.appender.append(table, sequence)
+        self.appender.append(table, sequence, transactions)
         if self.fsync:
             sync_local_table(self.table_uri)
         return True
 
+    def _forwarded_transactions(self, batch: _Batch) -> list[Transaction]:
+        """Record in ``batch.duplicates`` the pushes of forwarded batches this table already holds (no
+        other process commits to it: what it holds now, it holds at the commit); the ``txn`` of each
+        forwarder whose pushes are left, at its highest ``last``."""
+        if not batch.forwarded:
+            return []
+        stored = self.appender.transaction_versions({_app_id(f) for f, _ in batch.forwarded})
+        duplicates: set[int] = set()
+        versions: dict[str, int] = {}
+        for forwarded, indexes in batch.forwarded:
+            app_id = _app_id(forwarded)
+            if forwarded.last <= stored[app_id]:
+                duplicates.update(indexes)
+            else:
+                versions[app_id] = max(versions.get(app_id, -1), forwarded.last)
+        batch.duplicates = frozenset(duplicates)
+        updated = wall_clock_ms()  # Delta expires txn actions by it: always the real time
+        return [Transaction(app_id, version, updated) for app_id, version in versions.items()]
+
+    def _stored_by_another_replica(self, forwarded: ForwardedBatch) -> bool:
+        """In a worker thread: whether another replica's table holds the forwarded batch."""
+        if self.shards_uri is None:
+            return False
+        app_id, options = _app_id(forwarded), self.storage_options or None
+        for uri in delta_tables_under(self.shards_uri, self.storage_options):
+            if uri != self.table_uri.rstrip("/"):
+                version = DeltaTable(uri, storage_options=options).transaction_version(app_id)
+                if version is not None and version >= forwarded.last:
+                    return True
+        return False
+
     def _rows(self, batch: _Batch, sequence: int) -> pa.Table | None:
-        """The batch's rows; if its data cannot be converted, the rows of the pushes that convert
-        alone, the others recorded in ``batch.refused`` (None: every push was refused)."""
+        """The rows of the batch's pushes but its duplicates; if their data cannot be converted, the
+        rows of the pushes that convert alone, the others recorded in ``batch.refused`` (None: no
+        push was left)."""
+        kept = [(i, push) for i, push in enumerate(batch.pushes) if i not in batch.duplicates]
+        if not kept:
+            return None
         try:
-            return pushes_to_table(batch.pushes, self.writer_id, sequence)
+            return pushes_to_table([push for _, push in kept], self.writer_id, sequence)
         except _DATA_ERRORS as exc:
-            log.warning("%d pushes do not convert (%s): converting them one by one", len(batch.pushes), exc)
+            log.warning("%d pushes do not convert (%s): converting them one by one", len(kept), exc)
         rows, refused = [], set()
-        for index, push in enumerate(batch.pushes):
+        for index, push in kept:
             try:
                 rows.append(pushes_to_table([push], self.writer_id, sequence))
             except _DATA_ERRORS as exc:
@@ -405,3 +505,8 @@ class DeltaLandingExporter(Exporter):
                 refused.add(index)
         batch.refused = frozenset(refused)
         return pa.concat_tables(rows) if rows else None
+
+
+def _app_id(forwarded: ForwardedBatch) -> str:
+    """The Delta ``txn`` app id a forwarder's batches are recorded under, in every replica's table."""
+    return f"{FORWARDED_APP_ID_PREFIX}{forwarded.forwarder}"

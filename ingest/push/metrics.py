@@ -22,6 +22,9 @@ the engines:
   byte handled to the answer, waits for holds included), ``telemetry_sink_requests_in_flight`` and
   ``telemetry_sink_requests_max_in_flight`` (admission control); ``telemetry_sink_otlp_repairs_total``
   by ``repair`` (``REPAIRS``: OTLP bodies of raw forwarders taken under ``server.otlp_tolerant_intake``);
+  a trusted forwarder's pushes: ``telemetry_sink_forwarded_duplicates_total`` (resent, already stored,
+  answered as landed) and ``telemetry_sink_forwarded_over_quota_total`` (left out while the forwarded
+  client's own quota throttled it);
 - the bookkeeping bounds (``limits``): the answers by quota entity kept between quota snapshots are
   counted for at most ``limits.max_entity_counters`` entities; the answers of any further entity
   are counted under the one entity ``OVERFLOW_TAGS`` (``overflow="true"``) and in
@@ -217,6 +220,16 @@ class RequestMetrics(Collector):
             "security.trusted_forwarders",
             registry=None,
         )
+        self._forwarded_duplicates = Counter(
+            "telemetry_sink_forwarded_duplicates",
+            "Pushes a trusted forwarder sent again that were already stored: answered as landed",
+            registry=None,
+        )
+        self._forwarded_over_quota = Counter(
+            "telemetry_sink_forwarded_over_quota",
+            "Pushes of forwarded clients left out while their own quota throttled them",
+            registry=None,
+        )
         self._repairs = Counter(
             "telemetry_sink_otlp_repairs",
             "OTLP bodies of raw forwarders taken after a repair (server.otlp_tolerant_intake)",
@@ -277,6 +290,14 @@ class RequestMetrics(Collector):
         (``ingest.security.attribution``)."""
         self._principals_ignored.inc()
 
+    def count_forwarded_duplicates(self, pushes: int) -> None:
+        """``pushes`` of a trusted forwarder's resent batch were already stored."""
+        self._forwarded_duplicates.inc(pushes)
+
+    def count_forwarded_over_quota(self) -> None:
+        """A forwarded client's push left out: its own quota throttled it."""
+        self._forwarded_over_quota.inc()
+
     def count_repair(self, repair: Repair) -> None:
         """An OTLP body taken after ``repair`` (``server.otlp_tolerant_intake``)."""
         self._by_repair[repair].inc()
@@ -303,6 +324,8 @@ class RequestMetrics(Collector):
         )
         yield from self._overflowed.collect()
         yield from self._principals_ignored.collect()
+        yield from self._forwarded_duplicates.collect()
+        yield from self._forwarded_over_quota.collect()
         yield from self._repairs.collect()
         if self.holds is not None:
             yield GaugeMetricFamily(

@@ -52,6 +52,7 @@ encodings and JSON, ``http_app``); every rule of the push path is here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -63,7 +64,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
-from exporters import Exporter, ExportResult, PushContext, TelemetryPush
+from exporters import Exporter, ExportResult, ForwardedBatch, PushContext, TelemetryPush
 from ingest.handler_time import metering, record_request_time, waiting
 from ingest.limits import DEFAULT_LIMITS, RequestLimits
 from ingest.push.admission import Admission
@@ -77,6 +78,7 @@ from ingest.push.decoding import (
     decode_json_export,
     decode_push,
 )
+from ingest.push.forwarded_batches import forwarded_batch, forwarded_push_id
 from ingest.push.holds import DEFAULT_MAX_HOLD_DELAY_MS, DEFAULT_MAX_OTLP_HOLD_DELAY_MS, ClientHolds
 from ingest.push.metrics import RequestMetrics
 from ingest.security.attribution import ClientGroup
@@ -146,6 +148,21 @@ def _throttled_get(throttle_ms: int) -> GetTelemetrySubscriptionsResponse:
 
 def _throttled_push(throttle_ms: int) -> PushTelemetryResponse:
     return PushTelemetryResponse(throttle_ms, Errors.THROTTLING_QUOTA_EXCEEDED)
+
+
+def _forwarded(header: str | None, principal: str) -> ForwardedBatch | OtlpOutcome | None:
+    """A trusted forwarder's batch header parsed, or the refusal of a malformed one."""
+    if header is None:
+        return None
+    try:
+        return forwarded_batch(header, principal)
+    except ValueError as exc:
+        return OtlpOutcome(Errors.INVALID_REQUEST, 0, str(exc))
+
+
+def _refusals(refused: Sequence[tuple[OtlpOutcome, int]]) -> str:
+    points = sum(n for _, n in refused)
+    return f"{points} data points of {len(refused)} clients refused: {refused[0][0].message}"
 
 
 def _held_export(held_ms: int) -> OtlpOutcome:
@@ -318,10 +335,12 @@ class TelemetryPipeline:
         instance_header: str | None = None,
         *,
         as_json: bool = False,
+        batch_header: str | None = None,
     ) -> OtlpOutcome:
         """One OTLP export request (``body``: the request's protobuf bytes, or OTLP JSON if ``as_json``,
         compressed per Kafka's ``compression_type``); ``instance_header`` is the
-        ``x-kafka-client-instance-id`` header."""
+        ``x-kafka-client-instance-id`` header, ``batch_header`` the
+        ``x-telemetry-sink-forwarded-batch`` header (``forwarded_batches``)."""
         with self.admission.slot() as admitted:
             if not admitted:
                 return OtlpOutcome(
@@ -334,12 +353,23 @@ class TelemetryPipeline:
             held_ms = self.holds.remaining_ms(principal, client_id, now)
             if held_ms:
                 return _held_export(held_ms)
+            trusted = principal in self.authenticator.trusted_forwarders
             with metering(self._clock_ns) as meter:
-                byte_throttle = self.quotas.produce.record_and_get_throttle_time_ms(
-                    principal, client_id, len(body), now
+                byte_throttle = (  # a trusted forwarder's clients are each recorded on their own
+                    0
+                    if trusted
+                    else self.quotas.produce.record_and_get_throttle_time_ms(
+                        principal, client_id, len(body), now
+                    )
                 )
                 outcome = await self._land_otlp(
-                    body, compression_type, client, instance_header, now, as_json=as_json
+                    body,
+                    compression_type,
+                    client,
+                    instance_header,
+                    now,
+                    as_json=as_json,
+                    forwarded=_forwarded(batch_header, principal) if trusted else None,
                 )
             request_throttle = record_request_time(self.quotas.request, client, meter, now)
             self._hold(client, byte_throttle, request_throttle, now)
@@ -367,7 +397,10 @@ class TelemetryPipeline:
         now: int,
         *,
         as_json: bool,
+        forwarded: ForwardedBatch | OtlpOutcome | None,
     ) -> OtlpOutcome:
+        if isinstance(forwarded, OtlpOutcome):
+            return forwarded  # a trusted forwarder's malformed batch header
         trusted = client.principal in self.authenticator.trusted_forwarders
         limits = self.limits.for_trusted_forwarder() if trusted else self.limits  # clients per export
         cap = self.max_decompressed_bytes
@@ -392,11 +425,16 @@ class TelemetryPipeline:
         if rejected and not has_metrics:
             return OtlpOutcome(Errors.NONE, 0, rejected.message, rejected.points)  # nothing valid to land
         rows, refused = await self._forwarded_rows(
-            groups, client, instance_header, now, compression_type, trusted=trusted
+            groups, client, instance_header, now, compression_type, trusted=trusted, forwarded=forwarded
         )
         if not rows:
+            if trusted:  # one client's refusal never holds back the forwarder's queue: reported, not retried
+                points = sum(n for _, n in refused)
+                return OtlpOutcome(Errors.NONE, 0, _refusals(refused), rejected.points + points)
             return refused[0][0]
-        results = await self._export_all([push for push, _ in rows])
+        pushes = [push for push, _ in rows]
+        exported = self._export_all(pushes) if forwarded is None else self._export_batch(pushes, forwarded)
+        results = await exported
         if ExportResult.RETRYABLE in results:
             return OtlpOutcome(
                 Errors.UNKNOWN_SERVER_ERROR, EXPORTER_RETRY_MS, "the sink could not store the push"
@@ -411,10 +449,7 @@ class TelemetryPipeline:
             return refused[0][0]  # nothing landed: answered as a push of one client is
         messages = [rejected.message] if rejected else []
         if refused:
-            points = sum(n for _, n in refused)
-            messages.append(
-                f"{points} data points of {len(refused)} clients refused: {refused[0][0].message}"
-            )
+            messages.append(_refusals(refused))
         return OtlpOutcome(Errors.NONE, 0, "; ".join(messages), rejected.points + sum(n for _, n in refused))
 
     async def _forwarded_rows(
@@ -426,11 +461,15 @@ class TelemetryPipeline:
         compression_type: int,
         *,
         trusted: bool,
+        forwarded: ForwardedBatch | None,
     ) -> tuple[list[tuple[TelemetryPush, int]], list[tuple[OtlpOutcome, int]]]:
         """One push to land per client instance the export carries (``ingest.security.attribution``), each
         with its data points, and the refusals of the clients that cannot land, each with its data points.
         The decoder counted the clients (at most ``limits.max_clients_per_export``, a ``trusted``
-        forwarder's more); they are resolved ``FAN_OUT_SLICE`` at a time, yielding to the loop between."""
+        forwarder's more); they are resolved ``FAN_OUT_SLICE`` at a time, yielding to the loop between.
+        A ``trusted`` forwarder's clients are each recorded in their own byte-rate quota (the asserted
+        principal and client id) and left out while it throttles them; a ``forwarded`` batch's rows
+        get push ids every attempt of the batch shares."""
         by_instance: dict[uuid.UUID, tuple[PushContext, list[bytes], int]] = {}
         refused: list[tuple[OtlpOutcome, int]] = []
         for index, (labels, payload, points) in enumerate(groups):
@@ -441,7 +480,10 @@ class TelemetryPipeline:
                     sender, labels, trusted_forwarder=trusted, limits=self.limits
                 )
                 instance_id = otlp_instance_id(instance_header, labels, client)
-                context = self._push_context(client, instance_id, 0, now, compression_type, terminating=False)
+                terminating = labels.terminating == "true"
+                context = self._push_context(
+                    client, instance_id, 0, now, compression_type, terminating=terminating
+                )
             except ValueError as exc:  # a bad instance id, or client text no row can hold
                 refused.append((OtlpOutcome(Errors.INVALID_REQUEST, 0, str(exc)), points))
                 continue
@@ -454,13 +496,55 @@ class TelemetryPipeline:
             landing = by_instance.get(instance_id)
             if landing is None:
                 by_instance[instance_id] = (context, [payload], points)
-            else:  # serialized MetricsData concatenate into one
-                by_instance[instance_id] = (landing[0], [*landing[1], payload], landing[2] + points)
-        rows = [
-            (TelemetryPush(context, b"".join(payloads)), points)
-            for context, payloads, points in by_instance.values()
-        ]
+            else:  # serialized MetricsData concatenate into one, the last of the client's if any was
+                merged = dataclasses.replace(landing[0], terminating=True) if terminating else landing[0]
+                by_instance[instance_id] = (merged, [*landing[1], payload], landing[2] + points)
+        rows = []
+        for instance_id, (resolved, payloads, points) in by_instance.items():
+            payload = b"".join(payloads)
+            over_quota = self._forwarded_quota(resolved, len(payload), now) if trusted else None
+            if over_quota is not None:
+                refused.append((over_quota, points))
+                continue
+            context = (
+                resolved
+                if forwarded is None
+                else dataclasses.replace(resolved, push_id=forwarded_push_id(forwarded, instance_id))
+            )
+            rows.append((TelemetryPush(context, payload), points))
         return rows, refused
+
+    def _forwarded_quota(self, context: PushContext, size: int, now: int) -> OtlpOutcome | None:
+        """A forwarded client's push in its own byte-rate quota: the refusal while an earlier throttle
+        holds it (nothing recorded), else None after recording ``size`` bytes (a throttle then holds
+        its quota sensor: Kafka answers the request that went over, and throttles the next)."""
+        principal, client_id = context.principal, context.client_id or ""
+        held_ms = self.holds.remaining_ms(principal, client_id, now)
+        if held_ms:
+            self.request_metrics.count_forwarded_over_quota()
+            return OtlpOutcome(
+                Errors.THROTTLING_QUOTA_EXCEEDED, held_ms, f"client {client_id!r} of {principal} over quota"
+            )
+        produce = self.quotas.produce
+        throttle = produce.record_and_get_throttle_time_ms(principal, client_id, size, now)
+        self.holds.hold(produce, principal, client_id, throttle, now, record_throttle=True)
+        return None
+
+    async def _export_batch(
+        self, pushes: Sequence[TelemetryPush], batch: ForwardedBatch
+    ) -> list[ExportResult]:
+        """A forwarded batch's pushes exported together; DUPLICATE answers counted, then taken as
+        SUCCESS."""
+        try:
+            with waiting():  # the durable group commit is not this request's handler time
+                results = await self.exporter.export_batch(pushes, batch)
+        except Exception:  # the exporter's fault: the forwarder sends the batch again
+            log.exception("exporter failed")
+            return [ExportResult.RETRYABLE] * len(pushes)
+        duplicates = results.count(ExportResult.DUPLICATE)
+        if duplicates:
+            self.request_metrics.count_forwarded_duplicates(duplicates)
+        return [ExportResult.SUCCESS if r is ExportResult.DUPLICATE else r for r in results]
 
     async def _export_all(self, pushes: Sequence[TelemetryPush]) -> list[ExportResult]:
         """Each push exported, concurrently (they share group commits), their exports started

@@ -19,13 +19,17 @@ resolves to its last value (forwarders append to what the client sent).
   ``client_software_version``, ``clientSoftwareVersion``;
 - source address: ``client_source_address``, ``client.address``, ``kafka.client.address``,
   ``client_address``; points: ``client_address``; source port: ``client_source_port``;
-- node id: ``node_id``, ``kafka.node.id``, ``kafka.broker.id``.
+- node id: ``node_id``, ``kafka.node.id``, ``kafka.broker.id``;
+- the push was the client's last (KIP-714's terminating flag): ``kafka.push.terminating``, a boolean
+  read only when true (so that the other pushes' labels stay those of their client's other
+  ``ResourceMetrics``; the broker plugin puts it on a push's first one).
 
 Data-point attributes (what Strimzi's Prometheus labels become after a Collector's prometheus
 receiver) are read only for a ``ResourceMetrics`` whose resource names no client instance: its points
 are then grouped by their own labels, and a ``ResourceMetrics`` whose points belong to several
 clients is split into one per client (same resource, scopes and metric descriptions). String and
-integer values are read; text is kept as sent (the pipeline checks it as client text).
+integer values are read (and booleans that are true); text is kept as sent (the pipeline checks it as
+client text).
 
 The clients are counted here, as the export is split (T3-7): one export may carry at most
 ``max_clients`` of them (distinct ``Labels`` once merged; each gives the pipeline at most one client
@@ -72,6 +76,8 @@ class Labels(NamedTuple):
     service_name: str | None = None
     """``service.name`` and ``service.instance.id``: part of a derived instance id, no alias."""
     service_instance_id: str | None = None
+    terminating: str | None = None
+    """``"true"`` when a label says the push was the client's last, else None."""
 
 
 NO_LABELS: Final = Labels()
@@ -86,6 +92,7 @@ RESOURCE_NAMES: Final[tuple[tuple[str, ...], ...]] = (
     ("node_id", "kafka.node.id", "kafka.broker.id"),
     ("service.name",),
     ("service.instance.id",),
+    ("kafka.push.terminating",),
 )
 """Per ``Labels`` field, the resource attribute names read, in order."""
 POINT_NAMES: Final[tuple[tuple[str, ...], ...]] = (
@@ -95,6 +102,7 @@ POINT_NAMES: Final[tuple[tuple[str, ...], ...]] = (
     (),
     (),
     ("client_address",),
+    (),
     (),
     (),
     (),
@@ -135,6 +143,11 @@ def labels_of(attributes: Iterable[KeyValue], names: Sequence[tuple[str, ...]] =
             values[attribute.key] = value.string_value
         elif kind == "int_value":
             values[attribute.key] = str(value.int_value)
+        elif kind == "bool_value":
+            if value.bool_value:
+                values[attribute.key] = "true"
+            else:
+                values.pop(attribute.key, None)  # false reads as nothing said (the last value counts)
     if not values:
         return NO_LABELS
     return Labels(*(next((values[n] for n in field if n in values), None) for field in names))

@@ -74,6 +74,7 @@ from ingest.security.identity import ClientTextError, http_client_context
 from ingest.transports.connections import connection_ip
 from ingest.transports.request_memory import RequestMemory
 from ingest.wire import (
+    FORWARDED_BATCH_HEADER,
     GET_PATH,
     HEALTH_PATH,
     INSTANCE_ID_HEADER,
@@ -303,7 +304,12 @@ class _Handlers:
             return _otlp_answer(held, as_json)
         body, compression = await request.read(), _CONTENT_ENCODINGS[encoding]
         outcome = await self.pipeline.export_otlp(
-            body, compression, client, request.headers.get(INSTANCE_ID_HEADER), as_json=as_json
+            body,
+            compression,
+            client,
+            request.headers.get(INSTANCE_ID_HEADER),
+            as_json=as_json,
+            batch_header=request.headers.get(FORWARDED_BATCH_HEADER),
         )
         return _otlp_answer(outcome, as_json)
 

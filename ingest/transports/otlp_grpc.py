@@ -24,7 +24,13 @@ from ingest.errors import otlp_answer
 from ingest.push.pipeline import TelemetryPipeline
 from ingest.security.identity import ClientTextError
 from ingest.transports.grpc_service import AuthenticatedRequest
-from ingest.wire import INSTANCE_ID_HEADER, METRICS_SERVICE, RETRY_INFO_KEY, STATUS_DETAILS_KEY
+from ingest.wire import (
+    FORWARDED_BATCH_HEADER,
+    INSTANCE_ID_HEADER,
+    METRICS_SERVICE,
+    RETRY_INFO_KEY,
+    STATUS_DETAILS_KEY,
+)
 from subscriptions import CompressionType, Errors
 
 __all__ = [
@@ -56,8 +62,14 @@ def otlp_metrics_handler(pipeline: TelemetryPipeline) -> grpc.GenericRpcHandler:
         try:
             async with AuthenticatedRequest(pipeline, context, "Export") as (client, seen):
                 metadata = context.invocation_metadata() or ()
-                header = next((str(v) for k, v in metadata if k.lower() == INSTANCE_ID_HEADER), None)
-                outcome = await pipeline.export_otlp(request, CompressionType.NONE, client, header)
+                headers = {k.lower(): str(v) for k, v in metadata}
+                outcome = await pipeline.export_otlp(
+                    request,
+                    CompressionType.NONE,
+                    client,
+                    headers.get(INSTANCE_ID_HEADER),
+                    batch_header=headers.get(FORWARDED_BATCH_HEADER),
+                )
                 seen.code = outcome.error
         except ClientTextError as exc:  # not retryable: the client will send the same text again
             await context.abort(otlp_answer(Errors.INVALID_REQUEST).grpc_status, str(exc))

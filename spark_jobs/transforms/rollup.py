@@ -24,7 +24,10 @@ it, else its increase is unknown: it is counted in ``unknown_deltas`` and left o
 only at the ``lookback_s`` before a point, so recomputing any bucket gives the same numbers. Exponential
 histograms subtract only when the previous point has the same scale and offsets (else unknown).
 ``points`` counts data points; ``first_time``/``last_time`` bound them. "Last" and "latest" order by
-time, ties between series broken by client instance and then ``attributes_key``.
+time, ties between series broken by client instance and then ``attributes_key``. A NaN value (what
+Kafka's Java client reports as the average of no samples) orders as Spark SQL orders it, above every
+number: a ``value_min`` is NaN only when every value was, a ``value_max`` whenever one was; a sum
+with a NaN in it is NaN.
 
 Sums and gauges (``NUMBER_KINDS``, all a librdkafka fleet sends) and the other kinds are rolled up on
 two paths and united (``client_minutes``, ``client_rollup``, ``entity_rollup``): number rows, whose

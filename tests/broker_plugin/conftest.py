@@ -23,14 +23,29 @@ DOCUMENTED_ENDPOINT: Final = "http://telemetry-sink:4318/v1/metrics"
 DOCUMENTED_SECRETS: Final = "/etc/kafka/telemetry-sink.properties"
 
 
-@pytest.fixture(scope="module")
-def sink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    """A sink that trusts the plugin's principal (its bearer token) as a forwarder."""
-    workdir = tmp_path_factory.mktemp("plugin-sink")
+def trusting_sink(workdir: Path, extra: str = "") -> contextlib.AbstractContextManager[Running]:
+    """A sink (in ``workdir``) that trusts the plugin's principal (its bearer token) as a forwarder,
+    configured with ``extra`` YAML besides."""
+    workdir.mkdir(parents=True, exist_ok=True)
     tokens = workdir / "tokens.yaml"
     tokens.write_text(f'"{TOKEN}": "{FORWARDER}"\n')
-    extra = f"security: {{tokens_file: {tokens}, trusted_forwarders: ['{FORWARDER}']}}\n"
-    with running_sink(workdir, workdir / "data", extra=extra) as running:
+    trust = f"security: {{tokens_file: {tokens}, trusted_forwarders: ['{FORWARDER}']}}\n"
+    return running_sink(workdir, workdir / "data", extra=trust + extra)
+
+
+@pytest.fixture(scope="module")
+def sink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """A sink that trusts the plugin's principal as a forwarder."""
+    with trusting_sink(tmp_path_factory.mktemp("plugin-sink")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def broker(
+    tmp_path_factory: pytest.TempPathFactory, kafka_oracle: KafkaOracle, sink: Running
+) -> Iterator[KafkaBroker]:
+    """The module's broker with the documented settings, forwarding to the module's sink."""
+    with forwarding_broker(kafka_oracle, tmp_path_factory.mktemp("plugin-broker"), sink) as running:
         yield running
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -20,7 +19,6 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from subscriptions import kafka_uuid_string
-from tests.broker_plugin.conftest import forwarding_broker
 from tests.support.kafka import KafkaClient, push_request
 from tests.support.kafka_broker import CLUSTER_ID, USERS, KafkaBroker, KafkaOracle, java_command
 from tests.support.landed import landed_rows, until_landed
@@ -32,14 +30,6 @@ pytestmark = pytest.mark.integration
 DEADLINE_S: Final = 120.0
 """How long a client may take to start, push through the broker and land (seconds; usually a few)."""
 PRODUCER: Final = Path(__file__).resolve().parents[1] / "support" / "clients" / "librdkafka_producer.py"
-
-
-@pytest.fixture(scope="module")
-def broker(
-    tmp_path_factory: pytest.TempPathFactory, kafka_oracle: KafkaOracle, sink: Running
-) -> Iterator[KafkaBroker]:
-    with forwarding_broker(kafka_oracle, tmp_path_factory.mktemp("plugin-broker"), sink) as running:
-        yield running
 
 
 def _resources(row: dict[str, Any]) -> list[dict[str, Any]]:

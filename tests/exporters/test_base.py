@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from collections.abc import Sequence
 
 import pytest
 
@@ -14,11 +15,13 @@ from exporters import (
     Exporter,
     ExporterLoadError,
     ExportResult,
+    ForwardedBatch,
     Health,
     InMemoryExporter,
     LogExporter,
     OtlpForwardingExporter,
     PushContext,
+    TelemetryPush,
     load_exporter,
 )
 from exporters.delta.schema import kafka_instance_id
@@ -155,6 +158,26 @@ async def test_chain_runs_in_order_and_stops_at_the_first_failure() -> None:
     assert await chain.force_flush()
     await chain.shutdown()
     assert all(e.closed for e in (first, failing, never))
+
+
+async def test_chain_takes_a_forwarded_batch_exporter_by_exporter_and_a_duplicate_goes_no_further() -> None:
+    class Seen(InMemoryExporter):
+        """Holds pushes 0 and 1 from an earlier attempt of the batch."""
+
+        async def export_batch(
+            self, pushes: Sequence[TelemetryPush], batch: ForwardedBatch
+        ) -> list[ExportResult]:
+            seen = {push(0).payload, push(1).payload}
+            return [ExportResult.DUPLICATE if p.payload in seen else await self.export(p) for p in pushes]
+
+    failing = InMemoryExporter(ExportResult.RETRYABLE)
+    later = InMemoryExporter()
+    chain = ChainExporter([Seen(), failing, later])
+    await chain.start()
+    results = await chain.export_batch([push(n) for n in range(3)], ForwardedBatch("User:b/f", 2, True))
+    assert results == [ExportResult.DUPLICATE, ExportResult.DUPLICATE, ExportResult.RETRYABLE]
+    assert later.pushes == []
+    await chain.shutdown()
 
 
 def test_chain_health_names_the_unhealthy_exporter() -> None:

@@ -16,12 +16,20 @@ import httpx
 import pytest
 from aiohttp.test_utils import TestServer
 
-from exporters import Exporter, ExportResult, Health, PushContext, TelemetryPush, load_exporter
+from exporters import (
+    Exporter,
+    ExportResult,
+    ForwardedBatch,
+    Health,
+    PushContext,
+    TelemetryPush,
+    load_exporter,
+)
 from exporters.registry import ENTRY_POINT_GROUP
 from ingest.transports.http_app import SERVER_OPTIONS, create_http_app
 from ingest.wire import GET_PATH, PUSH_PATH
 from tests.support.clock import FakeClock
-from tests.support.otlp import metrics_data
+from tests.support.otlp import metrics_data, push
 from tests.support.pipeline import kafka_pipeline
 
 pytestmark = pytest.mark.integration
@@ -128,15 +136,19 @@ async def test_a_third_party_exporters_result_is_the_clients_answer(
 
 def test_the_plugin_interface_keeps_its_shape() -> None:
     """What a plugin written today relies on: one abstract method, the optional hooks, the results
-    and the push's fields. Changing any of these breaks third-party exporters."""
+    and the push's fields. Changing any of these breaks third-party exporters (adding a hook with a
+    default, or a result only that hook answers, does not)."""
     assert Exporter.__abstractmethods__ == frozenset({"export"})
     hooks = {
         name: str(inspect.signature(getattr(Exporter, name)))
-        for name in ("start", "export", "force_flush", "shutdown", "health")
+        for name in ("start", "export", "export_batch", "force_flush", "shutdown", "health")
     }
     assert hooks == {
         "start": "(self) -> 'None'",
         "export": "(self, push: 'TelemetryPush') -> 'ExportResult'",
+        "export_batch": (
+            "(self, pushes: 'Sequence[TelemetryPush]', batch: 'ForwardedBatch') -> 'list[ExportResult]'"
+        ),
         "force_flush": "(self) -> 'bool'",
         "shutdown": "(self) -> 'None'",
         "health": "(self) -> 'Health'",
@@ -145,6 +157,7 @@ def test_the_plugin_interface_keeps_its_shape() -> None:
         "SUCCESS": "success",
         "RETRYABLE": "retryable",
         "PERMANENT": "permanent",
+        "DUPLICATE": "duplicate",
     }
     assert Health._fields == ("healthy", "detail")
     assert list(TelemetryPush.__dataclass_fields__) == ["context", "payload"]
@@ -166,3 +179,13 @@ def test_the_plugin_interface_keeps_its_shape() -> None:
         "terminating",
         "push_id",
     } <= set(inspect.signature(PushContext).parameters)
+
+
+async def test_a_third_party_exporter_without_export_batch_takes_each_forwarded_push_alone(
+    installed: str,
+) -> None:
+    exporter: Any = load_exporter("acme", {"label": "lake-b"})
+    pushes = [push(n) for n in range(3)]
+    batch = ForwardedBatch("User:kafka-broker/b1", 2, resend=True)
+    assert await exporter.export_batch(pushes, batch) == [ExportResult.SUCCESS] * 3
+    assert [payload for _, payload in exporter.received] == [p.payload for p in pushes]

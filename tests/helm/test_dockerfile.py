@@ -1,5 +1,6 @@
-"""The Dockerfile agrees with the chart that runs its image: the user, the ports, the entry point, and
-the Delta connector's jars that docs/spark.md names. (Building the image needs Docker Hub's Python
+"""The Dockerfile agrees with the chart that runs its image: the user, the ports, the entry point, the
+Delta connector's jars that docs/spark.md names, and the broker plugin's jar where docs/broker-plugin.md
+says. (Building the image needs Docker Hub's Python
 image, which this machine cannot reach.)"""
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ import socket
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
+import artifacts
+import broker_plugin
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.helm
@@ -105,3 +109,43 @@ def test_the_entry_point_starts_sparks_kubernetes_executor_backend_for_executor_
     assert "KubernetesExecutorBackend" in output
     assert f"127.0.0.1:{port}" in output  # it tried the driver it was given
     assert "Unrecognized option" not in output
+
+
+def _plugin_build_command() -> str:
+    """The build stage's command that builds the broker plugin's jar."""
+    [command] = [run for run in instruction("RUN") if "python -m broker_plugin" in run]
+    return command
+
+
+def test_the_image_carries_the_broker_plugin_built_in_its_build_stage_where_the_docs_say() -> None:
+    build_stage, final_stage = DOCKERFILE.split("\nFROM ")[1:3]
+    assert _plugin_build_command() in build_stage
+    assert "COPY artifacts artifacts" in build_stage  # the lock the downloaded jars are checked against
+    copied = re.search(r"^COPY --from=build /plugin/(\S+) (\S+)$", final_stage, re.M)
+    assert copied is not None
+    assert f"{copied.group(2)}{copied.group(1)}" in (ROOT / "docs" / "broker-plugin.md").read_text()
+
+
+def test_the_build_stages_plugin_command_builds_the_jar_from_a_maven_repository(tmp_path: Path) -> None:
+    """The build stage's very command, against a file:// repository: the project's Maven cache (the
+    image's build downloads the same two jars from Maven Central), and against one whose
+    kafka-clients jar is not the locked one."""
+    repository = Path(artifacts.CACHE) / "repository"
+    command = _plugin_build_command().replace('"$MAVEN_REPOSITORY"', repository.as_uri())
+    command = command.replace("/plugin/", f"{tmp_path}/plugin/").replace("python", sys.executable, 1)
+    done = subprocess.run(
+        command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(done.stdout.strip()) as jar:
+        assert "telemetry/sink/forwarder/TelemetrySinkForwarder.class" in jar.namelist()
+    forged = tmp_path / "forged"
+    for name, path in broker_plugin.COMPILE_JARS.items():
+        (forged / path).mkdir(parents=True)
+        (forged / path / name).write_bytes(b"not the locked jar")
+    command = command.replace(repository.as_uri(), forged.as_uri()).replace("/plugin/", "/forged-plugin/")
+    refused = subprocess.run(
+        command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert refused.returncode != 0
+    assert "the kafka list's lock says" in refused.stderr

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -49,6 +50,9 @@ BROKER = "User:kafka-broker"
 ALICE = Client(uuid.UUID("69577f7f-3be2-4464-a012-e016358e6630"), "payments-api", "alice")
 BOB = Client(uuid.UUID("0f0e0d0c-0b0a-4908-8706-050403020100"), "billing", "bob", address="10.9.8.7")
 FROM_BROKER = (("authorization", f"Bearer {BROKER_TOKEN}"),)
+OTHER_BROKER_TOKEN = "t0k3n-kafka-broker-2"
+OTHER_BROKER = "User:kafka-broker-2"
+"""Another broker's plugin, with a principal of its own."""
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 
@@ -70,9 +74,12 @@ class Sink:
 @pytest.fixture
 async def sink(tmp_path: Path) -> AsyncIterator[Sink]:
     tokens = tmp_path / "tokens.yaml"
-    tokens.write_text(f'"{BROKER_TOKEN}": "{BROKER}"\n"t0k3n-mallory": "User:mallory"\n')
+    tokens.write_text(
+        f'"{BROKER_TOKEN}": "{BROKER}"\n"{OTHER_BROKER_TOKEN}": "{OTHER_BROKER}"\n'
+        '"t0k3n-mallory": "User:mallory"\n'
+    )
     clock, exporter = FakeClock(), InMemoryExporter()
-    authenticator = Authenticator(str(tokens), trusted_forwarders=[BROKER])
+    authenticator = Authenticator(str(tokens), trusted_forwarders=[BROKER, OTHER_BROKER])
     pipeline = kafka_pipeline(clock, exporter, authenticator=authenticator)
     pipeline.quotas.alter(ClientQuotaEntity(DEFAULT, None), "producer_byte_rate", 1e12)  # entities per user
     async with serve_both(pipeline) as endpoints:
@@ -157,16 +164,29 @@ async def test_a_principal_in_labels_is_ignored_and_counted_from_an_untrusted_se
     assert await sink.scrape("telemetry_sink_otlp_principals_ignored_total") == 2
 
 
-async def test_the_forwarder_is_throttled_while_rows_carry_the_clients_quota_entities(sink: Sink) -> None:
-    sink.pipeline.quotas.alter(ClientQuotaEntity("kafka-broker", None), "producer_byte_rate", 1)
+async def test_a_forwarded_client_over_its_own_quota_is_left_out_while_the_others_land(sink: Sink) -> None:
+    """Each client of a trusted forwarder's batch is recorded in its own quota entity (the asserted
+    principal and client id): alice over hers is left out (reported, not retried: the batch is
+    answered as landed) while she is throttled; bob and the forwarder are never throttled for her."""
+    sink.pipeline.quotas.alter(ClientQuotaEntity("alice", None), "producer_byte_rate", 1)
     metrics = librdkafka_metrics()
     batch = collector_batch([FORWARDERS["monedula"](c, metrics) for c in (ALICE, BOB)])
     status, _, _ = await sink.endpoints.otlp_export(batch, FROM_BROKER)
-    assert status is grpc.StatusCode.OK  # landed; the forwarder is now held for its quota
+    assert status is grpc.StatusCode.OK  # alice's push that went over lands: the next is throttled
     assert sorted(p.context.quota_tags["user"] for p in sink.exporter.pushes) == ["alice", "bob"]
-    held, _, _ = await sink.endpoints.otlp_export(batch, FROM_BROKER)
-    assert held is grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert len(sink.exporter.pushes) == 2
+    status, reply, _ = await sink.endpoints.otlp_export(batch, FROM_BROKER)
+    assert status is grpc.StatusCode.OK
+    partial = ExportMetricsServiceResponse.FromString(reply).partial_success
+    assert partial.rejected_data_points == points_of(metrics.resource_metrics)
+    assert "over quota" in partial.error_message
+    assert [p.context.client_id for p in sink.exporter.pushes] == ["payments-api", "billing", "billing"]
+    assert await sink.scrape("telemetry_sink_forwarded_over_quota_total") == 1
+    assert sink.pipeline.holds.remaining_ms(ALICE.principal, "payments-api", sink.clock.now_ms()) > 0
+    alone = collector_batch([FORWARDERS["monedula"](ALICE, metrics)])
+    status, reply, _ = await sink.endpoints.otlp_export(alone, FROM_BROKER)  # only her: still not retried
+    assert status is grpc.StatusCode.OK
+    assert ExportMetricsServiceResponse.FromString(reply).partial_success.rejected_data_points > 0
+    assert not sink.pipeline.holds.remaining_ms(BROKER, "", sink.clock.now_ms())
 
 
 async def test_one_client_whose_labels_no_row_can_hold_is_refused_alone(sink: Sink) -> None:
@@ -272,3 +292,34 @@ async def test_an_sdk_built_collector_batch_of_several_clients_lands_one_row_eac
         (resource_metrics,) = MetricsData.FromString(landed[client.instance_id].payload).resource_metrics
         names = {a.key: a.value.string_value for a in resource_metrics.resource.attributes}
         assert names["client_id"] == client.client_id
+
+
+async def test_a_push_labelled_terminating_lands_as_its_clients_last(sink: Sink) -> None:
+    """The broker plugin says so on a push's first ResourceMetrics (``kafka.push.terminating``); the
+    client's row is the terminating one even when another push of it came first in the export."""
+    metrics = librdkafka_metrics()
+    last = FORWARDERS["monedula"](ALICE, metrics)
+    flag = KeyValue(key="kafka.push.terminating", value=AnyValue(bool_value=True))
+    last.resource_metrics[0].resource.attributes.append(flag)
+    not_last = FORWARDERS["monedula"](BOB, metrics)
+    not_last.resource_metrics[0].resource.attributes.append(
+        KeyValue(key="kafka.push.terminating", value=AnyValue(bool_value=False))
+    )
+    batch = collector_batch([FORWARDERS["monedula"](ALICE, metrics), last, not_last])
+    status, _, _ = await sink.endpoints.otlp_export(batch, FROM_BROKER)
+    assert status is grpc.StatusCode.OK
+    assert {i: p.context.terminating for i, p in sink.landed().items()} == {
+        ALICE.instance_id: True,
+        BOB.instance_id: False,
+    }
+
+
+async def test_a_client_that_moves_to_a_broker_with_another_principal_stays_one_client(sink: Sink) -> None:
+    """Instance ownership keys on the principal the plugin asserts, not the plugin's own."""
+    export = FORWARDERS["monedula"](ALICE, librdkafka_metrics()).SerializeToString()
+    for token in (BROKER_TOKEN, OTHER_BROKER_TOKEN):
+        status, _, _ = await sink.endpoints.otlp_export(export, (("authorization", f"Bearer {token}"),))
+        assert status is grpc.StatusCode.OK
+    assert [(p.context.client_instance_id, p.context.principal) for p in sink.exporter.pushes] == [
+        (ALICE.instance_id, ALICE.principal)
+    ] * 2

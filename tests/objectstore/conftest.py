@@ -1,4 +1,4 @@
-"""One S3 server per test process, a fresh bucket per test; the Spark session of the Spark tests."""
+"""One S3 server per test process, a fresh bucket per test."""
 
 from __future__ import annotations
 
@@ -6,10 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.spark_jobs.conftest import spark
 from tests.support.s3 import S3, running_s3
-
-__all__ = ["spark"]
 
 
 @pytest.fixture(scope="session")

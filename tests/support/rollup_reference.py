@@ -22,6 +22,7 @@ Choices where the docstring leaves room:
 
 - "Latest" orders by ``time``, then client instance, then ``attributes_key`` (as the rollup does,
   so that a tie between series is broken the same way), then the order given.
+- NaN orders above every number (Spark SQL's order), in ``min``/``max`` and ``value_min``/``value_max``.
 - Nulls follow SQL: an increase or sum involving a null is null (it is not counted as unknown, and
   it adds nothing), a comparison with a null is false (no restart).
 - ``value_last`` is the latest point's value when that point is a gauge or a cumulative sum, and
@@ -38,6 +39,7 @@ Choices where the docstring leaves room:
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -146,14 +148,19 @@ def _total(values: Iterable[Any]) -> Any:
     return sum(present) if present else None
 
 
+def _ordered_as_spark(value: Any) -> tuple[bool, Any]:
+    """Spark SQL's order of numbers: NaN above every number."""
+    return (isinstance(value, float) and math.isnan(value), value)
+
+
 def _smallest(values: Iterable[Any]) -> Any:
     present = [v for v in values if v is not None]
-    return min(present) if present else None
+    return min(present, key=_ordered_as_spark) if present else None
 
 
 def _largest(values: Iterable[Any]) -> Any:
     present = [v for v in values if v is not None]
-    return max(present) if present else None
+    return max(present, key=_ordered_as_spark) if present else None
 
 
 def _bucket(time: datetime, width: Width) -> datetime:

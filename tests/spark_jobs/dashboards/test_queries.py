@@ -9,7 +9,6 @@ import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -30,11 +29,11 @@ from spark_jobs.transforms.rollup import rollup_schema
 from spark_jobs.views import register_views
 from subscriptions import kafka_uuid_string
 from tests.spark_jobs.dashboards.conftest import HOSTILE, SNAPSHOTS, Dataset
+from tests.support.dashboard_page import page_data, records
 from tests.support.fleet import START_MS
 
 pytestmark = pytest.mark.spark
 LATENCY = "org.apache.kafka.producer.node.request.latency.avg"
-PageData = dict[str, dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
@@ -43,24 +42,12 @@ def page(spark: SparkSession, dataset: Dataset) -> str:
     return html
 
 
-def page_data(html: str) -> PageData:
-    found = re.search(r'<script type="application/json" id="dashboard-data">(.*?)</script>', html, re.S)
-    assert found is not None
-    data: PageData = json.loads(found.group(1))
-    return data
-
-
 def _plain(value: object) -> object:
     if isinstance(value, datetime):
         return value.astimezone(UTC).isoformat()
     if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", value):
         return datetime.fromisoformat(value).isoformat()
     return value
-
-
-def records(data: PageData, name: str) -> list[dict[str, Any]]:
-    columns = [str(c) for c in data[name]["columns"]]
-    return [dict(zip(columns, row, strict=True)) for row in data[name]["rows"]]
 
 
 def _points(dataset: Dataset) -> list[tuple[str, str, float, int]]:

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,10 @@ from spark_jobs.jobs import rollup as rollup_job
 from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
 from spark_jobs.tables import ACTIVITY_TABLES, ROLLUP_TABLES
-from spark_jobs.transforms.rollup import CLIENT_KEYS, ENTITY_KEYS
-from tests.support import rollup_reference
 from tests.support.fleet import START_MS, context, kafka_pushes, land, sdk_pushes
+from tests.support.gold import assert_gold_matches_reference
 
 pytestmark = pytest.mark.spark
-
-KEYS = {"client": ("bucket_start", *CLIENT_KEYS), "entity": ("bucket_start", *ENTITY_KEYS)}
 
 
 def _rows(uri: str) -> list[dict[str, Any]]:
@@ -35,47 +31,6 @@ def _rows(uri: str) -> list[dict[str, Any]]:
 
 def _versions(root: Path) -> dict[str, int]:
     return {t: DeltaTable(str(root / t)).version() for t in ("metric_points", *ROLLUP_TABLES)}
-
-
-def _plain(column: str, value: Any) -> Any:
-    if column == "attributes" and value is not None:
-        return dict(value)  # a map, as delta-rs returns it: a list of pairs
-    return value
-
-
-def _key(row: Mapping[str, Any], keys: Iterable[str]) -> tuple[Any, ...]:
-    return tuple(tuple(row[k]) if isinstance(row[k], list) else row[k] for k in keys)
-
-
-def _same(actual: Any, expected: Any) -> bool:
-    if isinstance(expected, float) and isinstance(actual, float):
-        return math.isclose(actual, expected, rel_tol=1e-9, abs_tol=1e-9)
-    if isinstance(expected, list) and isinstance(actual, list):
-        return len(actual) == len(expected) and all(
-            _same(a, e) for a, e in zip(actual, expected, strict=True)
-        )
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        return actual.keys() == expected.keys() and all(_same(actual[k], expected[k]) for k in expected)
-    return bool(actual == expected)
-
-
-def _assert_matches_reference(root: Path, lookback_s: int = 3600) -> int:
-    """Every gold table equals the reference computed from the silver points; the rows compared."""
-    points = _rows(str(root / "metric_points"))
-    compared = 0
-    for table in ROLLUP_TABLES:
-        by, width = table.split("_")[1], table.split("_")[2]
-        compute = rollup_reference.client_rows if by == "client" else rollup_reference.entity_rows
-        expected = {_key(r, KEYS[by]): r for r in compute(points, width, lookback_s)}  # type: ignore[arg-type]
-        actual = {
-            _key(r, KEYS[by]): {k: _plain(k, v) for k, v in r.items()} for r in _rows(str(root / table))
-        }
-        assert actual.keys() == expected.keys(), table
-        for key, row in expected.items():
-            wrong = {c: (actual[key][c], v) for c, v in row.items() if not _same(actual[key][c], v)}
-            assert not wrong, f"{table} {key}: {wrong}"
-        compared += len(expected)
-    return compared
 
 
 def _crash_on_writes_to(table: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,7 +81,7 @@ def test_decode_and_rollup_match_an_independent_computation(lake: DeltaLake, tmp
     assert bad["payload"] == b"\x0a\xff not otlp"
     kinds = {r["metric_kind"] for r in _rows(str(tmp_path / "metric_points"))}
     assert kinds == {"sum", "gauge", "histogram", "exponential_histogram", "summary"}
-    assert _assert_matches_reference(tmp_path) > 100
+    assert assert_gold_matches_reference(tmp_path) > 100
     entity = _rows(str(tmp_path / "rollup_entity_1h"))
     assert {r["quota_entity"] for r in entity} == {f"client-id=,user={u}" for u in ("alice", "bob", "carol")}
 
@@ -147,7 +102,7 @@ def test_a_rerun_commits_nothing_and_new_pushes_are_decoded_once(lake: DeltaLake
     points = _rows(str(tmp_path / "metric_points"))
     assert len(points) == _protobuf_points(first + later)
     assert len({r["push_id"] for r in points}) == len(first) + len(later)
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
 
 
 def test_late_data_recomputes_only_the_buckets_it_touches(lake: DeltaLake, tmp_path: Path) -> None:
@@ -168,7 +123,7 @@ def test_late_data_recomputes_only_the_buckets_it_touches(lake: DeltaLake, tmp_p
         day2_files = {f for f in files[table] if "2026-11-23" in f}
         assert day2_files, table
         assert day2_files <= now, table
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
 
 
 def test_a_late_point_recomputes_its_minute_and_the_minute_of_the_next_point_of_its_series(
@@ -190,7 +145,7 @@ def test_a_late_point_recomputes_its_minute_and_the_minute_of_the_next_point_of_
     # the entity minutes follow the client rows written: these minutes, and the others of the files
     # that held them (written again without them)
     assert set(minutes) <= set(touched["rollup_entity_1m"])
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
 
 
 def test_a_new_minute_finds_previous_points_in_the_recent_files_unless_a_series_is_new(
@@ -209,13 +164,13 @@ def test_a_new_minute_finds_previous_points_in_the_recent_files_unless_a_series_
     )
     run_rollup(lake, str(tmp_path), progress=said.append)
     assert any("previous points from the 120 s before the minutes" in s for s in said), said
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
     said.clear()
     newcomer = kafka_pushes(clients=5, pushes=8, interval_ms=60_000)[4 * 8 + 7]  # client 4, minute 7
     land([p for p in pushes if p.context.received_ms >= START_MS + 7 * 60_000] + [newcomer], str(tmp_path))
     run_rollup(lake, str(tmp_path), progress=said.append)
     assert any("previous points from the lookback hours" in s for s in said), said
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
 
 
 def test_clients_pushing_every_five_minutes_find_previous_points_in_the_longer_window(
@@ -229,7 +184,7 @@ def test_clients_pushing_every_five_minutes_find_previous_points_in_the_longer_w
     land([p for p in pushes if p.context.received_ms >= last], str(tmp_path))
     run_rollup(lake, str(tmp_path), progress=said.append)
     assert any("previous points from the 900 s before the minutes" in s for s in said), said
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
 
 
 def test_a_crash_between_silver_and_quarantine_is_caught_up_without_duplicates(
@@ -256,7 +211,7 @@ def test_lookback_decides_when_a_cumulative_increase_is_unknown(lake: DeltaLake,
     cumulative = [r for r in rows if r["temporality"] == "cumulative"]
     assert cumulative
     assert all(r["unknown_deltas"] > 0 for r in cumulative)
-    _assert_matches_reference(tmp_path, lookback_s=10)
+    assert_gold_matches_reference(tmp_path, lookback_s=10)
 
 
 def test_gold_tables_are_partitioned_for_their_recompute_unit(lake: DeltaLake, tmp_path: Path) -> None:
@@ -279,7 +234,7 @@ def test_since_recomputes_every_bucket_from_then_on_without_moving_the_watermark
     report = run_rollup(lake, str(tmp_path), since=datetime(2026, 11, 21, tzinfo=UTC))
     assert {t.table for t in report.tables} == {*ROLLUP_TABLES, *ACTIVITY_TABLES}
     assert DeltaTable(str(tmp_path / "rollup_client_1m")).transaction_version(app) == watermark
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
 
 
 def test_an_hour_in_progress_merges_its_prefix_of_closed_minutes_with_the_open_ones(
@@ -294,12 +249,12 @@ def test_an_hour_in_progress_merges_its_prefix_of_closed_minutes_with_the_open_o
     _minute_by_minute(lake, tmp_path, pushes, range(6), said)
     assert "rollup_client_1h: 2026-11-21T22 from its prefix before 22:28 and the minutes after" in said, said
     assert DeltaTable(str(tmp_path / "rollup_client_1h_prefix")).version() > 0
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
     said.clear()
     land([late], str(tmp_path))
     run_rollup(lake, str(tmp_path), progress=said.append)
     assert "rollup_client_1h: 2026-11-21T22 from every minute" in said, said
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
 
 
 def test_a_crash_before_the_prefix_is_written_recomputes_the_hour_from_every_minute(
@@ -315,7 +270,7 @@ def test_a_crash_before_the_prefix_is_written_recomputes_the_hour_from_every_min
     _minute_by_minute(lake, tmp_path, pushes, range(6, 7), said)
     # the 1-hour table moved on without the prefix: the prefix left before is not used
     assert "rollup_client_1h: 2026-11-21T22 from every minute" in said, said
-    _assert_matches_reference(tmp_path)
+    assert_gold_matches_reference(tmp_path)
 
 
 def test_the_buckets_new_rows_touch_come_from_the_delta_log_or_past_its_limit_from_the_rows(

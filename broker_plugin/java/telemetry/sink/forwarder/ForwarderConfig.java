@@ -61,8 +61,9 @@ final class ForwarderConfig extends AbstractConfig {
                   + "ResourceMetrics, and gzip takes most of them back.")
           .define(LINGER_MS, Type.LONG, 100L, Range.atLeast(0), Importance.LOW,
               "How long a request waits for more pushes to fill its batch.")
-          .define(REQUEST_TIMEOUT_MS, Type.LONG, 10_000L, Range.atLeast(1), Importance.LOW,
-              "How long one request to the sink may take before it is retried.")
+          .define(REQUEST_TIMEOUT_MS, Type.LONG, 30_000L, Range.atLeast(1), Importance.LOW,
+              "How long one request to the sink may take before it is retried: longer than the sink's "
+                  + "exporter.options.commit_timeout_ms (15 s), so that a slow commit is answered, not resent.")
           .define(DELIVERY_TIMEOUT_MS, Type.LONG, 120_000L, Range.atLeast(1), Importance.LOW,
               "How long a push may wait to be forwarded, retries included; an older one is dropped and counted.")
           .define(RETRY_BACKOFF_MS, Type.LONG, 100L, Range.atLeast(1), Importance.LOW,

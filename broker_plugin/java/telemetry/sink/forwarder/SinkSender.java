@@ -14,9 +14,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.GeneralSecurityException;
 import java.security.KeyStore;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -47,6 +49,14 @@ import org.slf4j.LoggerFactory;
  * 5xx, a timeout or a failed connection retried; 413 split in two (a push alone is refused); any
  * other 4xx refused for good (counted, logged). A push older than {@code delivery.timeout.ms} is
  * dropped instead of sent.
+ *
+ * <p>So that a batch sent again (its answer was lost, or came after {@code request.timeout.ms}) lands
+ * once, every request says which pushes it holds: header {@code x-telemetry-sink-forwarded-batch:
+ * forwarder=<id>; pushes=<first>-<last>; attempt=<n>}. The id is drawn at random when the plugin
+ * starts; pushes are numbered as they are queued; batches go one at a time, in that order, and a batch
+ * is resent whole (less its expired pushes) or, after a 413, in halves that are never merged with newer
+ * pushes: so the sink can tell by the last number whether it already holds a batch. {@code attempt} is
+ * 0 for pushes never sent before, else how many times the batch was sent.
  */
 final class SinkSender implements Runnable {
 
@@ -54,7 +64,10 @@ final class SinkSender implements Runnable {
 
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition waiting = lock.newCondition();
-  private final ArrayDeque<ForwardedPush> queue = new ArrayDeque<>();
+  private final ArrayDeque<Numbered> queue = new ArrayDeque<>();
+  private final String forwarderId = newForwarderId();
+  private long nextNumber;
+  private long highestSent = -1;
   private final int queueMax;
   private final int batchMaxPushes;
   private final int batchMaxBytes;
@@ -107,7 +120,7 @@ final class SinkSender implements Runnable {
         queue.pollFirst();
         metrics.dropped(1);
       }
-      queue.addLast(push);
+      queue.addLast(new Numbered(nextNumber++, push));
       waiting.signal();
     } finally {
       lock.unlock();
@@ -136,19 +149,32 @@ final class SinkSender implements Runnable {
 
   @Override
   public void run() {
-    List<ForwardedPush> batch = new ArrayList<>();
+    List<Numbered> batch = new ArrayList<>();
+    List<Numbered> secondHalf = new ArrayList<>();
+    int attempts = 0;
+    int secondHalfAttempts = 0;
     long backoff = backoffMs;
     try {
       while (!closing) {
-        if (batch.isEmpty() && !fill(batch)) {
-          continue;
+        if (batch.isEmpty()) {
+          if (!secondHalf.isEmpty()) { // the rest of a batch split after a 413: alone, never merged
+            batch.addAll(secondHalf);
+            secondHalf.clear();
+            attempts = secondHalfAttempts;
+            secondHalfAttempts = 0;
+          } else if (fill(batch)) {
+            attempts = 0;
+          } else {
+            continue;
+          }
         }
         expire(batch);
         if (batch.isEmpty()) {
           continue;
         }
         long started = System.nanoTime();
-        Outcome outcome = send(batch);
+        Outcome outcome = send(batch, attempts);
+        attempts++;
         long tookMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
         if (outcome.status == Status.TAKEN) {
           metrics.forwarded(batch.size(), tookMs);
@@ -156,8 +182,9 @@ final class SinkSender implements Runnable {
           backoff = backoffMs;
           currentBackoffMs = 0;
         } else if (outcome.status == Status.TOO_LARGE && batch.size() > 1) {
-          List<ForwardedPush> later = batch.subList(batch.size() / 2, batch.size());
-          requeueFront(later);
+          List<Numbered> later = batch.subList(batch.size() / 2, batch.size());
+          secondHalf.addAll(0, later); // before the rest of an earlier split: the numbers stay in order
+          secondHalfAttempts = Math.max(secondHalfAttempts, attempts);
           later.clear();
         } else if (outcome.status == Status.REFUSED || outcome.status == Status.TOO_LARGE) {
           log.warn("telemetry-sink refused {} forwarded pushes for good: {}", batch.size(), outcome.detail);
@@ -176,7 +203,7 @@ final class SinkSender implements Runnable {
     } finally {
       lock.lock();
       try {
-        metrics.dropped(batch.size() + queue.size());
+        metrics.dropped(batch.size() + secondHalf.size() + queue.size());
         queue.clear();
       } finally {
         lock.unlock();
@@ -185,7 +212,7 @@ final class SinkSender implements Runnable {
   }
 
   /** Takes the next batch: waits for a first push, then lingers for more; false when woken empty. */
-  private boolean fill(List<ForwardedPush> batch) {
+  private boolean fill(List<Numbered> batch) {
     lock.lock();
     try {
       if (queue.isEmpty()) {
@@ -202,7 +229,7 @@ final class SinkSender implements Runnable {
       int bytes = 0;
       int resourceMetrics = 0;
       while (!queue.isEmpty() && batch.size() < batchMaxPushes) {
-        ForwardedPush next = queue.peekFirst();
+        ForwardedPush next = queue.peekFirst().push();
         if (!batch.isEmpty()
             && (bytes + next.labelled().length > batchMaxBytes
                 || resourceMetrics + next.resourceMetrics() > batchMaxResourceMetrics)) {
@@ -222,21 +249,10 @@ final class SinkSender implements Runnable {
     }
   }
 
-  private void requeueFront(List<ForwardedPush> pushes) {
-    lock.lock();
-    try {
-      for (int i = pushes.size() - 1; i >= 0; i--) {
-        queue.addFirst(pushes.get(i));
-      }
-    } finally {
-      lock.unlock();
-    }
-  }
-
-  private void expire(List<ForwardedPush> batch) {
+  private void expire(List<Numbered> batch) {
     long oldest = System.currentTimeMillis() - deliveryTimeoutMs;
     int before = batch.size();
-    batch.removeIf(push -> push.acceptedAtMs() < oldest);
+    batch.removeIf(numbered -> numbered.push().acceptedAtMs() < oldest);
     if (batch.size() < before) {
       metrics.dropped(before - batch.size());
     }
@@ -262,19 +278,29 @@ final class SinkSender implements Runnable {
 
   private record Outcome(Status status, long retryAfterMs, String detail) {}
 
-  private Outcome send(List<ForwardedPush> batch) {
+  /** A queued push and its number: pushes are numbered in the order they are queued. */
+  private record Numbered(long number, ForwardedPush push) {}
+
+  /** Sends a batch sent {@code attempts} times before (0 for a new one, or the half of a split one). */
+  private Outcome send(List<Numbered> batch, int attempts) {
     ByteArrayOutputStream body = new ByteArrayOutputStream();
     try (OutputStream out = gzip ? new FastGzip(body) : body) {
-      for (ForwardedPush push : batch) {
-        out.write(push.labelled());
+      for (Numbered numbered : batch) {
+        out.write(numbered.push().labelled());
       }
     } catch (IOException e) {
       throw new UncheckedIOException(e); // in memory: cannot happen
     }
+    long first = batch.get(0).number();
+    long last = batch.get(batch.size() - 1).number();
+    int attempt = first <= highestSent ? Math.max(1, attempts) : 0;
+    highestSent = Math.max(highestSent, last);
     HttpRequest.Builder request =
         HttpRequest.newBuilder(endpoint)
             .timeout(requestTimeout)
             .header("Content-Type", "application/x-protobuf")
+            .header("x-telemetry-sink-forwarded-batch",
+                "forwarder=" + forwarderId + "; pushes=" + first + "-" + last + "; attempt=" + attempt)
             .POST(HttpRequest.BodyPublishers.ofByteArray(body.toByteArray()));
     if (gzip) {
       request.header("Content-Encoding", "gzip");
@@ -306,6 +332,13 @@ final class SinkSender implements Runnable {
       return new Outcome(Status.RETRY, retryAfterMs, detail);
     }
     return new Outcome(Status.REFUSED, 0, detail + " " + new String(response.body(), StandardCharsets.UTF_8));
+  }
+
+  /** This incarnation's name for the sink: 16 random hex digits. */
+  private static String newForwarderId() {
+    byte[] bytes = new byte[8];
+    new SecureRandom().nextBytes(bytes);
+    return HexFormat.of().formatHex(bytes);
   }
 
   /** gzip at its fastest level: the body is mostly the same labels again and again. */

@@ -10,6 +10,7 @@ import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
@@ -21,17 +22,28 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Kafka's Java client (kafka-clients 4.4) as a telemetry client: {@code TelemetryClient producer|consumer
  * KEY=VALUE...} makes a producer or a consumer with those client configs ({@code enable.metrics.push}
  * is Kafka's default, true), asks it for its client instance id (which makes it fetch its telemetry
- * subscription), prints {@code instance <id>}, then keeps it open, pushing its metrics as its
+ * subscription), sends {@code records=N} records if a producer is asked to, prints {@code instance
+ * <id>}, then keeps it open, pushing its metrics as its
  * subscription says, until a line arrives on stdin; then it closes the client (its terminating push)
  * and prints {@code closed}.
  */
 public final class TelemetryClient {
 
+  /** The argument {@code records=N}: a producer first sends N records to {@link #TOPIC}, one by one. */
+  private static final String RECORDS = "records";
+
+  private static final String TOPIC = "telemetry-client-records";
+
   public static void main(String[] args) throws Exception {
     Properties configs = new Properties();
+    int records = 0;
     for (int i = 1; i < args.length; i++) {
       String[] pair = args[i].split("=", 2);
-      configs.put(pair[0], pair[1]);
+      if (pair[0].equals(RECORDS)) {
+        records = Integer.parseInt(pair[1]);
+      } else {
+        configs.put(pair[0], pair[1]);
+      }
     }
     AutoCloseable client;
     String id;
@@ -40,6 +52,9 @@ public final class TelemetryClient {
           new KafkaProducer<>(configs, new ByteArraySerializer(), new ByteArraySerializer());
       client = producer;
       id = producer.clientInstanceId(Duration.ofSeconds(60)).toString();
+      for (int n = 0; n < records; n++) {
+        producer.send(new ProducerRecord<>(TOPIC, Integer.toString(n).getBytes(StandardCharsets.UTF_8))).get();
+      }
     } else {
       consume(configs);
       return;

@@ -1,4 +1,5 @@
-"""One real local Spark session, shared by every Spark test (starting a JVM takes seconds)."""
+"""One real local Spark session, shared by every Spark test in the session (starting a JVM takes
+seconds), wherever the test lives (a pytest plugin of ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.lake import DeltaLake
 from spark_jobs.session import SparkSettings, spark_session
+
+__all__ = ["lake", "pytest_collection_modifyitems", "spark"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
