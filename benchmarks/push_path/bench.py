@@ -140,7 +140,7 @@ def main() -> None:
                 server = start_noop(workdir, INTERVAL_MS)
             else:
                 limit = 2 * args.concurrency if args.sink_max_in_flight is None else args.sink_max_in_flight
-                server = start_sink(workdir, INTERVAL_MS, args.profile, limit or None)
+                server = start_sink(workdir, INTERVAL_MS, args.profile, max_in_flight=limit or None)
             try:
                 results[side] = asyncio.run(drive(server, args))
             finally:

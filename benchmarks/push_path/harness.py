@@ -320,13 +320,16 @@ def start_sink(
     workdir: Path,
     interval_ms: int,
     profile_to: Path | None = None,
+    *,
     max_in_flight: int | None = None,
     kafka_extra: str = "",
+    niceness: int = 0,
 ) -> Server:
     """``telemetry-sink serve`` with its default (Delta) exporter landing under ``workdir``; with
     ``profile_to``, the same ``serve`` under cProfile (``profiled_serve.py``); ``max_in_flight`` sets
     ``server.max_concurrent_requests`` (else the sink's default); ``kafka_extra`` is YAML appended
-    after ``kafka_listener.port`` (more listener keys, then other sections)."""
+    after ``kafka_listener.port`` (more listener keys, then other sections); ``niceness``: run under
+    ``nice -n`` (its decoder processes inherit it)."""
     config = workdir / "telemetry-sink.yaml"
     extra = ""
     if max_in_flight is not None and admission_configurable():
@@ -340,6 +343,8 @@ def start_sink(
         command = [str(Path(sys.executable).with_name("telemetry-sink")), "serve", "--config", str(config)]
     else:
         command = [sys.executable, str(HERE / "profiled_serve.py"), str(profile_to), "--config", str(config)]
+    if niceness:
+        command = ["nice", "-n", str(niceness), *command]
     return _launch("sink", command, workdir / "sink.log")
 
 
