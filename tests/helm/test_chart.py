@@ -113,6 +113,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "replicaCount": 3,
     },
     "kafka listener": {"kafkaListener": {"enabled": True, "port": 9094}, "networkPolicy": {"enabled": True}},
+    "cold rollups": {"rollup": {"runAs": "cronjob"}},
     "spark-submit": {
         **RWX,
         "replicaCount": 2,
@@ -317,16 +318,18 @@ def test_raw_forwarders_tolerant_otlp_intake_reaches_the_sink_and_is_off_by_defa
 def test_the_kafka_listener_port_is_the_one_the_pods_and_the_service_open(tmp_path: Path) -> None:
     values = _merge(VARIANTS["kafka listener"], {"kafkaListener": {"port": 19092}})
     assert load_sink_config(values, tmp_path).kafka_listener.port == 19092
-    [sink] = one(values, "Deployment")["spec"]["template"]["spec"]["containers"]
+    [sink] = one(values, "Deployment", "ts-telemetry-sink")["spec"]["template"]["spec"]["containers"]
     assert {"name": "kafka", "containerPort": 19092, "protocol": "TCP"} in sink["ports"]
     service = one(values, "Service")["spec"]["ports"]
     assert {"name": "kafka", "port": 19092, "targetPort": "kafka", "protocol": "TCP"} in service
-    disabled = one({}, "Deployment")["spec"]["template"]["spec"]["containers"][0]["ports"]
+    disabled = one({}, "Deployment", "ts-telemetry-sink")["spec"]["template"]["spec"]["containers"][0][
+        "ports"
+    ]
     assert "kafka" not in [p["name"] for p in disabled]
 
 
 def test_the_front_end_runs_as_an_sre_expects() -> None:
-    deployment = one({}, "Deployment")
+    deployment = one({}, "Deployment", "ts-telemetry-sink")
     pod = deployment["spec"]["template"]["spec"]
     [sink] = pod["containers"]
     assert sink["args"] == ["serve", "--config", "/etc/telemetry-sink/config/telemetry-sink.yaml"]
@@ -361,7 +364,7 @@ def test_F17_the_pods_grace_period_covers_the_shutdown_budget_the_sink_uses(tmp_
     values = {"sink": timing}
     server = load_sink_config(values, tmp_path).server
     assert (server.shutdown_grace_s, server.shutdown_flush_s) == (12.5, 7.25)
-    pod = one(values, "Deployment")["spec"]["template"]["spec"]
+    pod = one(values, "Deployment", "ts-telemetry-sink")["spec"]["template"]["spec"]
     # SIGKILL comes this long after the preStop pause began: never within the sink's own budget
     assert pod["terminationGracePeriodSeconds"] == math.ceil(3 + shutdown_budget_s(server) + 4) == 27
     assert pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "3"]
@@ -370,7 +373,9 @@ def test_F17_the_pods_grace_period_covers_the_shutdown_budget_the_sink_uses(tmp_
 def test_a_configuration_change_rolls_the_pods() -> None:
     def checksum(values: Mapping[str, Any]) -> str:
         return str(
-            one(values, "Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+            one(values, "Deployment", "ts-telemetry-sink")["spec"]["template"]["metadata"]["annotations"][
+                "checksum/config"
+            ]
         )
 
     assert checksum({}) != checksum({"sink": {"maxConcurrentRequests": 100}})
@@ -416,7 +421,7 @@ def test_the_landing_exporters_options_reach_the_sink(tmp_path: Path) -> None:
 
 def test_tls_and_tokens_come_from_existing_secrets(tmp_path: Path) -> None:
     values = _merge(VARIANTS["tls"], {"auth": {"existingSecret": "sink-tokens"}})
-    pod = one(values, "Deployment")["spec"]["template"]["spec"]
+    pod = one(values, "Deployment", "ts-telemetry-sink")["spec"]["template"]["spec"]
     secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert secrets == {"tls": "sink-tls", "auth": "sink-tokens"}
     assert pod["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": "http"}  # mTLS
@@ -445,7 +450,7 @@ def test_a_sasl_kafka_listener_gets_its_users_from_an_existing_secret(tmp_path: 
         "saslUsersSecret": "sink-sasl-users",
     }
     values = _merge(VARIANTS["tls"], {"kafkaListener": kafka})
-    pod = one(values, "Deployment")["spec"]["template"]["spec"]
+    pod = one(values, "Deployment", "ts-telemetry-sink")["spec"]["template"]["spec"]
     secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert secrets["sasl-users"] == "sink-sasl-users"
     mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
@@ -475,8 +480,8 @@ def test_object_store_credentials_reach_every_pod_from_a_secret() -> None:
     assert not [m for m in manifests(values) if m["kind"] == "PersistentVolumeClaim"]
     assert yaml.safe_load(sink_config(values))["data_root"] == "s3://telemetry/sink"
     for kind, name in (
-        ("Deployment", None),
-        ("CronJob", "ts-telemetry-sink-rollup"),
+        ("Deployment", "ts-telemetry-sink"),
+        ("Deployment", "ts-telemetry-sink-rollup"),
         ("CronJob", "ts-telemetry-sink-maintain"),
     ):
         manifest = one(values, kind, name)
@@ -487,24 +492,58 @@ def test_object_store_credentials_reach_every_pod_from_a_secret() -> None:
         )
         [container] = spec["containers"]
         assert container["envFrom"] == [{"secretRef": {"name": "sink-s3"}}], name
-        if kind == "CronJob":
+        if name != "ts-telemetry-sink":
             args = container["args"]
             assert args[args.index("--data-root") + 1] == "s3://telemetry/sink"
             assert args[args.index("--storage-option") + 1] == "AWS_REGION=eu-west-1"
 
 
-def test_rollups_run_in_the_pod_by_default_and_on_the_cluster_in_spark_submit_mode() -> None:
-    local = one({}, "CronJob", "ts-telemetry-sink-rollup")["spec"]
-    assert local["concurrencyPolicy"] == "Forbid"
-    pod = local["jobTemplate"]["spec"]["template"]["spec"]
+def rollup_pod(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The rollup's pod spec, from its Deployment or its CronJob."""
+    [rollup] = [m for m in manifests(values) if m["metadata"]["name"] == "ts-telemetry-sink-rollup"]
+    template = (
+        rollup["spec"]["template"]
+        if rollup["kind"] == "Deployment"
+        else rollup["spec"]["jobTemplate"]["spec"]["template"]
+    )
+    spec: dict[str, Any] = template["spec"]
+    return spec
+
+
+def test_rollups_run_long_in_a_deployment_by_default_or_cold_on_a_schedule() -> None:
+    deployment = one({}, "Deployment", "ts-telemetry-sink-rollup")["spec"]
+    assert deployment["replicas"] == 1
+    assert deployment["strategy"] == {"type": "Recreate"}  # never two rollups at once
+    labels = deployment["template"]["metadata"]["labels"]
+    assert deployment["selector"]["matchLabels"].items() <= labels.items()
+    assert labels["app.kubernetes.io/component"] == "rollup"  # not the front end's Service's pods
+    pod = deployment["template"]["spec"]
+    assert pod["restartPolicy"] == "Always"
+    args = pod["containers"][0]["args"]
+    assert args[:3] == ["rollup", "--every", "60"]
+    assert pod["affinity"]["podAffinity"]  # beside the front end: they share a ReadWriteOnce volume
+    assert not [
+        m for m in manifests({}) if m["kind"] == "CronJob" and m["metadata"]["name"].endswith("rollup")
+    ]
+    cold = {"rollup": {"runAs": "cronjob", "schedule": "*/10 * * * *"}}
+    cron = one(cold, "CronJob", "ts-telemetry-sink-rollup")["spec"]
+    assert (cron["schedule"], cron["concurrencyPolicy"]) == ("*/10 * * * *", "Forbid")
+    pod = cron["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
     args = pod["containers"][0]["args"]
     assert args[:2] == ["rollup", "--once"]
     assert args[args.index("--master") + 1] == "local[2]"
-    assert pod["affinity"]["podAffinity"]  # beside the front end: they share a ReadWriteOnce volume
-    values = VARIANTS["spark-submit"]
-    remote = one(values, "CronJob", "ts-telemetry-sink-rollup")["spec"]["jobTemplate"]["spec"]["template"][
-        "spec"
+    assert pod == {**rollup_pod({}), "restartPolicy": "Never", "containers": pod["containers"]}
+    assert not [
+        m
+        for m in manifests(cold)
+        if m["metadata"]["name"] == "ts-telemetry-sink-rollup" and m["kind"] == "Deployment"
     ]
+
+
+def test_rollups_run_on_the_cluster_in_spark_submit_mode() -> None:
+    values = VARIANTS["spark-submit"]
+    remote = rollup_pod(values)
     args = remote["containers"][0]["args"]
     assert args[args.index("--master") + 1] == "k8s://https://kubernetes.default.svc:443"
     confs = {
@@ -546,7 +585,7 @@ def test_maintenance_runs_telemetry_sink_maintain_on_its_schedule() -> None:
 
 def test_autoscaling_owns_the_replica_count() -> None:
     values = VARIANTS["everything"]
-    assert "replicas" not in one(values, "Deployment")["spec"]
+    assert "replicas" not in one(values, "Deployment", "ts-telemetry-sink")["spec"]
     assert one(values, "HorizontalPodAutoscaler")["spec"]["maxReplicas"] == 6
     assert one(values, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
 
@@ -728,10 +767,12 @@ def test_no_pod_gets_service_link_variables_which_the_sink_would_read_as_setting
 
 
 def test_with_mtls_the_probes_connect_without_a_handshake_the_kubelet_cannot_complete() -> None:
-    sink = one(VARIANTS["tls"], "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    sink = one(VARIANTS["tls"], "Deployment", "ts-telemetry-sink")["spec"]["template"]["spec"]["containers"][
+        0
+    ]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert sink[probe]["tcpSocket"] == {"port": "http"}, probe
-    tls_only = one({"tls": {"enabled": True, "existingSecret": "t"}}, "Deployment")
+    tls_only = one({"tls": {"enabled": True, "existingSecret": "t"}}, "Deployment", "ts-telemetry-sink")
     assert (
         tls_only["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["scheme"]
         == "HTTPS"
@@ -853,8 +894,7 @@ def test_with_ldap_the_sql_server_passes_the_ldap_flags_and_neither_passes_nor_m
 def test_the_sql_server_reads_the_tables_where_the_rollup_does_with_its_own_spark_settings() -> None:
     for values in (SQL, SQL_EVERYTHING):
         [server] = sql_server_pod(values)["containers"]
-        rollup = one(values, "CronJob", "ts-telemetry-sink-rollup")["spec"]["jobTemplate"]["spec"]["template"]
-        [job] = rollup["spec"]["containers"]
+        [job] = rollup_pod(values)["containers"]
         for name in ("--data-root", "--storage-option"):
             assert (name in server["args"]) == (name in job["args"])
             if name in job["args"]:

@@ -41,6 +41,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: frontend
 {{- end }}
 
+{{/* The long-running rollup's pods. */}}
+{{- define "telemetry-sink.rollupSelectorLabels" -}}
+{{ include "telemetry-sink.selectorLabels" . }}
+app.kubernetes.io/component: rollup
+{{- end }}
+
 {{/* The SQL server's pods. */}}
 {{- define "telemetry-sink.sqlServerSelectorLabels" -}}
 {{ include "telemetry-sink.selectorLabels" . }}
@@ -290,7 +296,7 @@ the chart's. */}}
 {{- end }}
 {{- end }}
 
-{{/* Keep a CronJob's pod on the front end's node when they share a ReadWriteOnce volume. */}}
+{{/* Keep a rollup's or a CronJob's pod on the front end's node when they share a ReadWriteOnce volume. */}}
 {{- define "telemetry-sink.jobAffinity" -}}
 {{- if include "telemetry-sink.sharedNode" . }}
 affinity:
@@ -301,4 +307,140 @@ affinity:
             {{- include "telemetry-sink.frontendSelectorLabels" . | nindent 12 }}
         topologyKey: kubernetes.io/hostname
 {{- end }}
+{{- end }}
+
+{{/* The rollup's pod (metadata and spec), for the Deployment (``rollup --every``) and the CronJob
+(``rollup --once``): (dict "root" . "once" BOOL "restartPolicy" POLICY). */}}
+{{- define "telemetry-sink.rollupPod" -}}
+{{- $root := .root }}
+{{- $kubernetes := eq $root.Values.rollup.mode "kubernetes" -}}
+metadata:
+  labels:
+    {{- include "telemetry-sink.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: rollup
+spec:
+  restartPolicy: {{ .restartPolicy }}
+  enableServiceLinks: false
+  {{- if $kubernetes }}
+  serviceAccountName: {{ include "telemetry-sink.fullname" $root }}-spark
+  automountServiceAccountToken: true
+  {{- else }}
+  serviceAccountName: {{ include "telemetry-sink.serviceAccountName" $root }}
+  automountServiceAccountToken: false
+  {{- end }}
+  {{- with $root.Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml $root.Values.podSecurityContext | nindent 4 }}
+  {{- include "telemetry-sink.jobAffinity" $root | nindent 2 }}
+  {{- with $root.Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $root.Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  containers:
+    - name: rollup
+      image: {{ include "telemetry-sink.image" $root | quote }}
+      imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+      args:
+        - rollup
+        {{- if .once }}
+        - --once
+        {{- else }}
+        - --every
+        - {{ $root.Values.rollup.everySeconds | quote }}
+        {{- end }}
+        {{- include "telemetry-sink.lakeArgs" $root | nindent 8 }}
+        {{- if $kubernetes }}
+        # client mode: the driver is this pod, the executors are pods of the cluster
+        - --master
+        - k8s://https://kubernetes.default.svc:443
+        - --conf
+        - spark.kubernetes.namespace={{ $root.Release.Namespace }}
+        - --conf
+        - spark.kubernetes.container.image={{ include "telemetry-sink.image" $root }}
+        - --conf
+        - spark.kubernetes.driver.pod.name=$(POD_NAME)
+        - --conf
+        - spark.kubernetes.authenticate.executor.serviceAccountName={{ include "telemetry-sink.serviceAccountName" $root }}
+        - --conf
+        - spark.kubernetes.executor.podNamePrefix={{ include "telemetry-sink.fullname" $root | trunc 40 | trimSuffix "-" }}-rollup
+        - --conf
+        - spark.kubernetes.executor.podTemplateFile=/etc/telemetry-sink/spark/executor.yaml
+        - --conf
+        - spark.kubernetes.executor.podTemplateContainerName=executor
+        - --conf
+        - spark.executor.memoryOverhead={{ $root.Values.rollup.kubernetes.executorMemoryOverhead }}
+        {{- with $root.Values.imagePullSecrets }}
+        - --conf
+        - spark.kubernetes.container.image.pullSecrets={{ join "," (pluck "name" .) }}
+        {{- end }}
+        - --conf
+        - spark.executor.instances={{ $root.Values.rollup.kubernetes.executorInstances }}
+        - --conf
+        - spark.executor.cores={{ $root.Values.rollup.kubernetes.executorCores }}
+        - --conf
+        - spark.executor.memory={{ $root.Values.rollup.kubernetes.executorMemory }}
+        - --conf
+        - spark.driver.host=$(POD_IP)
+        - --conf
+        - spark.driver.bindAddress=0.0.0.0
+        - --conf
+        - spark.driver.port={{ $root.Values.rollup.kubernetes.driverPort }}
+        - --conf
+        - spark.driver.blockManager.port={{ $root.Values.rollup.kubernetes.blockManagerPort }}
+        {{- if eq $root.Values.storage.type "pvc" }}
+        - --conf
+        - spark.kubernetes.executor.volumes.persistentVolumeClaim.data.options.claimName={{ include "telemetry-sink.claimName" $root }}
+        - --conf
+        - spark.kubernetes.executor.volumes.persistentVolumeClaim.data.mount.path=/var/lib/telemetry-sink/data
+        {{- end }}
+        {{- else }}
+        - --master
+        - local[{{ $root.Values.rollup.localCores }}]
+        {{- end }}
+        {{- range $key, $value := $root.Values.rollup.sparkConf }}
+        - --conf
+        - {{ printf "%s=%s" $key (toString $value) | quote }}
+        {{- end }}
+      env:
+        - name: POD_IP
+          valueFrom:
+            fieldRef:
+              fieldPath: status.podIP
+        - name: POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+      {{- include "telemetry-sink.storageEnvFrom" $root | nindent 6 }}
+      {{- if $kubernetes }}
+      ports:
+        - name: spark-driver
+          containerPort: {{ $root.Values.rollup.kubernetes.driverPort }}
+        - name: spark-blocks
+          containerPort: {{ $root.Values.rollup.kubernetes.blockManagerPort }}
+      {{- end }}
+      resources:
+        {{- toYaml $root.Values.rollup.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml $root.Values.securityContext | nindent 8 }}
+      volumeMounts:
+        {{- include "telemetry-sink.dataVolumeMounts" $root | nindent 8 }}
+        {{- if $kubernetes }}
+        - name: spark-templates
+          mountPath: /etc/telemetry-sink/spark
+          readOnly: true
+        {{- end }}
+  volumes:
+    {{- include "telemetry-sink.dataVolumes" $root | nindent 4 }}
+    {{- if $kubernetes }}
+    - name: spark-templates
+      configMap:
+        name: {{ include "telemetry-sink.fullname" $root }}-spark
+    {{- end }}
 {{- end }}
