@@ -456,8 +456,10 @@ class DeltaLandingExporter(Exporter):
 
     def _forwarded_transactions(self, batch: _Batch) -> list[Transaction]:
         """Record in ``batch.duplicates`` the pushes of forwarded batches this table already holds (no
-        other process commits to it: what it holds now, it holds at the commit); the ``txn`` of each
-        forwarder whose pushes are left, at its highest ``last``."""
+        other process commits to it: what it holds now, it holds at the commit), or that an earlier
+        attempt queued in this very commit brings (a resend that came while the first attempt still
+        waited for its commit); the ``txn`` of each forwarder whose pushes are left, at its highest
+        ``last``."""
         if not batch.forwarded:
             return []
         stored = self.appender.transaction_versions({_app_id(f) for f, _ in batch.forwarded})
@@ -465,10 +467,10 @@ class DeltaLandingExporter(Exporter):
         versions: dict[str, int] = {}
         for forwarded, indexes in batch.forwarded:
             app_id = _app_id(forwarded)
-            if forwarded.last <= stored[app_id]:
+            if forwarded.last <= max(stored[app_id], versions.get(app_id, -1)):
                 duplicates.update(indexes)
             else:
-                versions[app_id] = max(versions.get(app_id, -1), forwarded.last)
+                versions[app_id] = forwarded.last
         batch.duplicates = frozenset(duplicates)
         updated = wall_clock_ms()  # Delta expires txn actions by it: always the real time
         return [Transaction(app_id, version, updated) for app_id, version in versions.items()]

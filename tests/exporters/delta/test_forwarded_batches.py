@@ -94,6 +94,20 @@ async def test_a_duplicate_queued_beside_new_pushes_leaves_them_to_land(tmp_path
     await exporter.shutdown()
 
 
+async def test_two_attempts_queued_for_the_same_commit_land_once(tmp_path: Path) -> None:
+    """The forwarder gave up waiting and resent while its first attempt still waited for the commit."""
+    exporter = await _replica(tmp_path, "sink-0", max_batch_latency_ms=60_000)
+    first = asyncio.create_task(exporter.export_batch(_pushes(0, 2), ForwardedBatch(BROKER, 1)))
+    again = asyncio.create_task(exporter.export_batch(_pushes(0, 2), ForwardedBatch(BROKER, 1, resend=True)))
+    part = asyncio.create_task(exporter.export_batch(_pushes(1, 1), ForwardedBatch(BROKER, 1, resend=True)))
+    await asyncio.sleep(0.05)
+    assert await exporter.force_flush()
+    assert (await first, await again, await part) == (SUCCESS * 2, DUPLICATE * 2, DUPLICATE)
+    assert [c for c, _ in _rows(exporter)] == ["producer-0", "producer-1"]
+    assert exporter.commits == 1
+    await exporter.shutdown()
+
+
 async def test_a_resend_another_replica_landed_is_a_duplicate_and_a_first_attempt_is_not_looked_up(
     tmp_path: Path,
 ) -> None:
