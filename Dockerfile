@@ -45,7 +45,7 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
 FROM python:${PYTHON_VERSION}-slim-bookworm
 ARG DELTA_CONNECTOR=false
 ARG DELTA_SPARK_ARTIFACT=delta-spark_4.2_2.13
-ARG DELTA_VERSION=4.4.1
+ARG DELTA_VERSION=4.4.0
 ARG MAVEN_REPOSITORY=https://repo1.maven.org/maven2
 # more jars for Spark's jars/ folder, as space-separated URLs: e.g. hadoop-aws and the AWS SDK bundle
 # matching PySpark's Hadoop, for rollups on S3 (s3a://)

@@ -51,6 +51,8 @@ fi
 "$VENV/bin/python" -m artifacts kafka-clients-4.0
 # a Kafka 4.0.2 broker, for the broker plugin's older interface (docs/broker-plugin.md)
 "$VENV/bin/python" -m artifacts kafka-4.0
+# the Delta Spark connector that delta-spark names for this PySpark: the lake's connector path (docs/spark.md)
+"$VENV/bin/python" -m artifacts delta-spark
 # an older librdkafka (confluent-kafka 2.5.3), hash-checked, beside the project's own (docs/kafka-oracle.md)
 OLD_LIBRDKAFKA="$VENV/clients/confluent-kafka-2.5"
 if [ ! -f "$OLD_LIBRDKAFKA/.installed" ] || [ artifacts/confluent-kafka-2.5/requirements.txt -nt "$OLD_LIBRDKAFKA/.installed" ]; then

@@ -7,9 +7,10 @@ is the one place that chooses between them (``connector=``):
 - **The Delta Spark connector** (``ConnectorStorage``), when the session loaded it
   (``session.uses_connector``): reads are ``spark.read.format("delta")`` (``versionAsOf``), writes
   are ``df.write.format("delta")`` with ``txnAppId``/``txnVersion`` (Delta skips a batch it already
-  has) and ``replaceWhere`` over the partitions (or the timestamps) being replaced. Production images put
-  ``delta-spark_2.13-4.x.jar`` and ``delta-storage-4.x.jar`` in Spark's jars folder, or pass them in
-  ``spark.jars``.
+  has) and ``replaceWhere`` over the partitions (or the timestamps) being replaced. Images built with
+  ``DELTA_CONNECTOR=true`` put ``delta-spark_4.2_2.13-4.4.0.jar`` and ``delta-storage-4.4.0.jar`` (what
+  ``delta-spark``'s ``configure_spark_with_delta_pip`` names for PySpark 4.2) in Spark's jars folder;
+  elsewhere pass them in ``spark.jars`` (``make setup`` fetches them: ``artifacts/delta-spark``).
 - **The delta-rs bridge** (``BridgeStorage``) otherwise (what runs where the connector's jars cannot
   be had): reads take the snapshot's active files from ``deltalake`` and let Spark's own parquet
   reader scan them (partition values from the ``column=value`` folders, kept as strings); writes let
