@@ -1,0 +1,98 @@
+"""The lake's two storage paths (``spark_jobs.lake``) on the same bronze, in one run: the Delta Spark
+connector (the jars ``artifacts/delta-spark`` fetched at setup) against the delta-rs bridge, each a
+cold ``telemetry-sink rollup --once`` in a JVM of its own; prints each one's job time (the JSON
+summary's ``seconds``) and wall time, the ratio connector / bridge, and checks that every silver and
+gold table holds the same rows (exit 1 if not).
+
+Not in ``make test``: the two cold JVMs took five minutes there beside the other tests (issue 36 asks
+for the connector path in CI; affordable once the tests' shared session can load the connector).
+
+Run: ``.venv/bin/python benchmarks/rollup/connector.py [--clients 4 --pushes 6]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run by path: the repo importable
+
+import argparse
+import json
+import math
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from typing import Any
+
+from deltalake import DeltaTable
+
+from artifacts import classpath
+from spark_jobs.tables import ACTIVITY_TABLES, ROLLUP_TABLES
+from tests.support.fleet import kafka_pushes, land
+
+DERIVED = ("metric_points", "decode_quarantine", *ROLLUP_TABLES, *ACTIVITY_TABLES)
+CLI = str(Path(sys.executable).with_name("telemetry-sink"))
+
+
+def _rollup(root: Path, *connector: str) -> tuple[dict[str, Any], float]:
+    """``telemetry-sink rollup --once`` over ``root`` with the ``connector`` options: its JSON summary
+    and its wall time."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [CLI, "rollup", "--once", "--data-root", str(root), "--master", "local[2]",
+         "--conf", "spark.sql.shuffle.partitions=2", *connector],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"rollup {connector} failed: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1]), time.monotonic() - started
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # a map, as pairs
+            return sorted((k, _canonical(v)) for k, v in value)
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _rows(root: Path, table: str) -> Counter[str]:
+    """The table's rows as a multiset of canonical JSON texts (none when it does not exist)."""
+    path = root / table
+    if not (path / "_delta_log").is_dir():
+        return Counter()
+    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    return Counter(
+        json.dumps({k: _canonical(v) for k, v in row.items()}, sort_keys=True, default=str) for row in rows
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--pushes", type=int, default=6)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        connector, bridge = Path(work) / "connector", Path(work) / "bridge"
+        pushes = kafka_pushes(clients=args.clients, pushes=args.pushes)
+        for root in (connector, bridge):
+            land(pushes, str(root))
+        jars = classpath("delta-spark").replace(":", ",")
+        on, on_wall = _rollup(connector, "--delta-connector", "on", "--conf", f"spark.jars={jars}")
+        off, off_wall = _rollup(bridge, "--delta-connector", "off")
+        different = [t for t in DERIVED if _rows(connector, t) != _rows(bridge, t)]
+    print(f"points {on['points']} (connector) / {off['points']} (bridge)")
+    print(f"connector: job {on['seconds']:.1f} s, wall {on_wall:.1f} s")
+    print(f"bridge:    job {off['seconds']:.1f} s, wall {off_wall:.1f} s")
+    print(f"connector / bridge job time: {on['seconds'] / off['seconds']:.2f}")
+    print("tables: " + ("all equal" if not different else f"DIFFERENT: {', '.join(different)}"))
+    if different or on["points"] != off["points"]:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
