@@ -145,11 +145,11 @@ def test_while_the_sink_is_away_the_broker_serves_producers_and_the_queue_holds_
 def test_a_batch_the_sink_finds_too_large_is_split_until_each_push_lands(
     kafka_oracle: KafkaOracle, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The sink answers 413 to a request over ``limits.max_resource_metrics`` (here 150: a Java client's
-    push has 99): the plugin halves the batch until each part is taken, refusing nothing for good."""
+    """The sink answers 413 to a request over ``limits.max_metrics`` (here 150: a Java client's push
+    has 99): the plugin halves the batch until each part is taken, refusing nothing for good."""
     workdir = tmp_path_factory.mktemp("plugin-413")
     jmx_port = free_port()
-    with trusting_sink(workdir / "sink", "limits: {max_resource_metrics: 150}\n") as sink:
+    with trusting_sink(workdir / "sink", "limits: {max_metrics: 150}\n") as sink:
         endpoint = f"{sink.http_url}/v1/metrics"
         with _java_through_plugin(  # linger: two or three pushes a batch, over 150
             kafka_oracle, workdir, endpoint, jmx_port, "split-java", settings={"linger.ms": "2500"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Final
@@ -33,8 +34,8 @@ PRODUCER: Final = Path(__file__).resolve().parents[1] / "support" / "clients" / 
 
 
 def _resources(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The resource attributes of each of the landed payload's ResourceMetrics (a Java client sends one
-    per metric), the last value of a repeated key."""
+    """The resource attributes of each of the landed payload's ResourceMetrics, the last value of a
+    repeated key."""
     resources = []
     for resource_metrics in MetricsData.FromString(row["payload"]).resource_metrics:
         said: dict[str, Any] = {}
@@ -79,11 +80,15 @@ def test_a_java_clients_telemetry_lands_through_the_broker_under_its_own_identit
     }
     assert {row["client_source_address"] for row in rows} == {"127.0.0.1"}
     assert all(row["client_source_port"] and row["client_source_port"] > 0 for row in rows)
-    first, *rest = _resources(rows[0])
-    assert {(r["client_instance_id"], r["node_id"]) for r in [first, *rest]} == {(instance_id, "1")}
-    context = (first["kafka.cluster.id"], first["kafka.listener.name"], first["kafka.security.protocol"])
-    assert (*context, first["kafka.push.interval.ms"]) == (CLUSTER_ID, protocol, protocol, 1000)
-    assert not any("kafka.cluster.id" in r for r in rest)  # the broker's context on the first alone
+    [resource] = _resources(rows[0])  # the client's one ResourceMetrics a metric, merged by the plugin
+    assert (resource["client_instance_id"], resource["node_id"]) == (instance_id, "1")
+    context = (resource["kafka.cluster.id"], resource["kafka.listener.name"])
+    assert (*context, resource["kafka.security.protocol"], resource["kafka.push.interval.ms"]) == (
+        CLUSTER_ID, protocol, protocol, 1000,
+    )  # fmt: skip
+    [merged] = MetricsData.FromString(rows[0]["payload"]).resource_metrics
+    names = {metric.name for scope in merged.scope_metrics for metric in scope.metrics}
+    assert len(names) > 50  # every metric of the push, in the one ResourceMetrics
 
 
 def test_librdkafkas_telemetry_lands_through_the_broker(broker: KafkaBroker, sink: Running) -> None:
@@ -117,24 +122,56 @@ def _spoofing_payload() -> bytes:
     return bytes(data.SerializeToString())
 
 
+async def _push_through(broker: KafkaBroker, client_id: str, payload: bytes) -> str:
+    """Pushes ``payload`` to the broker as a new client ``client_id``; its instance id as it lands."""
+    client = await KafkaClient.connect(broker.plaintext_port)
+    try:
+        got = await client.request(GetTelemetrySubscriptionsRequest(client_instance_id=None), client_id)
+        assert got.error_code == 0, got
+        instance_id = got.client_instance_id
+        pushed = await client.request(push_request(instance_id, int(got.subscription_id), payload), client_id)
+        assert pushed.error_code == 0, pushed
+    finally:
+        client.close()
+    return kafka_uuid_string(instance_id)
+
+
 async def test_a_client_cannot_name_another_identity_in_its_own_payload(
     broker: KafkaBroker, sink: Running
 ) -> None:
     """The plugin's labels come after the client's own resource attributes, and the sink reads a key's
     last value: the landed row is the client the broker saw (docs/broker-plugin.md)."""
-    client = await KafkaClient.connect(broker.plaintext_port)
-    try:
-        got = await client.request(GetTelemetrySubscriptionsRequest(client_instance_id=None), "spoofer")
-        assert got.error_code == 0, got
-        instance_id = got.client_instance_id
-        pushed = await client.request(
-            push_request(instance_id, int(got.subscription_id), _spoofing_payload()), "spoofer"
-        )
-        assert pushed.error_code == 0, pushed
-    finally:
-        client.close()
-    landed = kafka_uuid_string(instance_id)
+    landed = await _push_through(broker, "spoofer", _spoofing_payload())
     rows = until_landed(sink.table_uri, "client_instance_id", landed, 1, DEADLINE_S)
     assert [(row["client_id"], row["principal"]) for row in rows] == [("spoofer", "User:ANONYMOUS")]
     assert {r["node_id"] for r in _resources(rows[0])} == {"1"}
     assert landed_rows(sink.table_uri, "client_id", "someone-else") == []
+
+
+async def test_only_consecutive_resource_metrics_with_one_resource_are_merged(
+    broker: KafkaBroker, sink: Running
+) -> None:
+    """Resources A, A, B, A and one with a field OTLP does not define: the plugin merges the first two
+    (their scope metrics in order) and keeps the others apart, each labelled with the client's
+    identity, the broker's context on the first alone, and every metric kept in order."""
+    data = MetricsData()
+    for host, metric in [("a", "m1"), ("a", "m2"), ("b", "m3"), ("a", "m4"), ("a", "m5")]:
+        resource_metrics = data.resource_metrics.add()
+        resource_metrics.resource.attributes.add(key="host", value=AnyValue(string_value=host))
+        gauge = resource_metrics.scope_metrics.add().metrics.add(name=metric).gauge
+        gauge.data_points.add(as_int=1, time_unix_nano=time.time_ns())
+    encoded = bytearray(data.SerializeToString())
+    last = MetricsData(resource_metrics=[data.resource_metrics[-1]]).SerializeToString()
+    assert encoded.endswith(last)
+    # field 9 (varint 1) in the last ResourceMetrics: lengthen it and append the unknown field
+    encoded[-len(last) :] = bytes([last[0], last[1] + 2]) + last[2:] + bytes([9 << 3, 1])
+    landed = await _push_through(broker, "merged", bytes(encoded))
+    [row] = until_landed(sink.table_uri, "client_instance_id", landed, 1, DEADLINE_S)
+    got = MetricsData.FromString(row["payload"]).resource_metrics
+    hosts = [r["host"] for r in _resources(row)]
+    metrics = [[m.name for scope in r.scope_metrics for m in scope.metrics] for r in got]
+    assert list(zip(hosts, metrics, strict=True)) == [
+        ("a", ["m1", "m2"]), ("b", ["m3"]), ("a", ["m4"]), ("a", ["m5"])
+    ]  # fmt: skip
+    assert [r["client_id"] for r in _resources(row)] == ["merged"] * 4
+    assert ["kafka.cluster.id" in r for r in _resources(row)] == [True, False, False, False]
