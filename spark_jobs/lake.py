@@ -47,10 +47,11 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 from urllib.parse import quote, unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -97,9 +98,10 @@ TimeRange = tuple[str, datetime, datetime]
 """A timestamp column, from (inclusive) and until (exclusive): a read of the rows of the files that may
 hold rows in that range (by the statistics in the Delta log; data skipping). At least every row in
 range, and possibly others."""
-_STATS_PRECISION: Final = timedelta(milliseconds=1)
+_STATS_PRECISION_US: Final = 1_000.0
 """Delta's statistics hold timestamps to the millisecond: a file's true largest value may be up to this
-much past its ``max``."""
+many microseconds past its ``max``."""
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _REWRITES: Final = frozenset({"OPTIMIZE"})
 """Operations whose added files hold rows already in the table (``dataChange = false``)."""
 _HIVE_NULL: Final = "__HIVE_DEFAULT_PARTITION__"
@@ -212,6 +214,17 @@ class DeltaLake:
         version = table.transaction_version(app_id)
         return -1 if version is None else version
 
+    def commit_time(self, uri: str, version: int) -> datetime | None:
+        """When ``version`` of the table was committed: its log entry's modification time in the
+        store (one metadata request, whatever the table's age), or None once the log no longer holds
+        it (cleaned up after a checkpoint)."""
+        fs, root = arrow_filesystem(uri, self.storage_options)
+        info = fs.get_file_info(f"{root.rstrip('/')}/_delta_log/{version:020d}.json")
+        if info.type != pafs.FileType.File or info.mtime is None:
+            return None
+        mtime: datetime = info.mtime
+        return mtime if mtime.tzinfo else mtime.replace(tzinfo=UTC)
+
     def shards(self, uri: str) -> list[str]:
         """The Delta tables directly under ``uri`` (a sharded bronze table: one per sink replica),
         sorted; ``[uri]`` if ``uri`` is itself a table; none if it does not exist."""
@@ -253,12 +266,10 @@ class DeltaLake:
         table = self.table(uri, until)
         if not files or table is None:
             return []
-        actions = [
-            action
-            for action in pa.table(table.get_add_actions(flatten=True)).to_pylist()
-            if unquote(action["path"]).rsplit("/", 1)[-1] in files
-        ]
-        return actions if len(actions) == len(files) else None
+        actions = _add_actions(table)
+        names = [unquote(path).rsplit("/", 1)[-1] for path in actions.column("path").to_pylist()]
+        kept = actions.filter(pa.array([name in files for name in names])).to_pylist()
+        return kept if len(kept) == len(files) else None
 
     def added_rows(self, uri: str, after: int, until: int) -> int | None:
         """How many rows the files that commits ``after + 1 .. until`` added hold, by their
@@ -615,10 +626,7 @@ class BridgeStorage:
         columns = table.metadata().partition_columns
         schema = self.lake.arrow_schema(table)
         removals = []
-        for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
-            low, high = action.get(f"min.{column}"), action.get(f"max.{column}")
-            if low is not None and high is not None and not any(low <= v <= high for v in wanted):
-                continue
+        for action in _add_actions(table, covering=(column, wanted)).to_pylist():
             partition = {c: action.get(f"partition.{c}") for c in columns}
             removals.append(RemoveAction(action["path"], True, now_ms, action["size_bytes"], partition))
             path = f"{root}/{unquote(action['path'])}"
@@ -633,9 +641,9 @@ class BridgeStorage:
     def _removals(table: DeltaTable, replace: Sequence[Partition], now_ms: int) -> list[RemoveAction]:
         wanted = {tuple(sorted(p.items())) for p in replace}
         columns = table.metadata().partition_columns
-        actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        wanted_columns = ["path", "size_bytes", *(f"partition.{column}" for column in columns)]
         removals = []
-        for action in actions:
+        for action in _add_actions(table).select(wanted_columns).to_pylist():
             partition = {column: action.get(f"partition.{column}") for column in columns}
             if tuple(sorted(partition.items())) in wanted:
                 removals.append(RemoveAction(action["path"], True, now_ms, action["size_bytes"], partition))
@@ -647,22 +655,81 @@ _WRITTEN_FILES: Final = pa.schema(
 )
 
 
+def _add_actions(
+    table: DeltaTable,
+    *,
+    within: TimeRange | None = None,
+    covering: tuple[str, Sequence[datetime]] | None = None,
+) -> pa.Table:
+    """The table's add actions, flattened (``path``, ``size_bytes``, ``num_records``,
+    ``partition.<column>``, ``min.<column>``, ``max.<column>``, ``null_count.<column>``), kept in
+    Arrow: only those whose statistics may hold a row ``within`` a time range, or whose range of
+    ``covering``'s column covers one of its times (a file without statistics for the column is
+    always kept). The filter is vectorised, so that the callers turn into Python only the actions
+    they keep: a question about a few files of a table of many costs milliseconds, not a dict per
+    file."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if within is not None:
+        column, low, high = within
+        bounds = _bounds(actions, column)
+        if bounds is None:
+            return actions
+        smallest, largest = bounds
+        may = (smallest < _micro(high)) & (largest + _STATS_PRECISION_US >= _micro(low))
+    elif covering is not None:
+        column, wanted = covering
+        bounds = _bounds(actions, column)
+        if bounds is None:
+            return actions
+        smallest, largest = bounds
+        times = np.array(sorted(_micro(t) for t in wanted), dtype=np.float64)
+        if not len(times):
+            return actions.slice(0, 0)
+        first = np.minimum(np.searchsorted(times, smallest, side="left"), len(times) - 1)
+        may = times[first] >= smallest
+        may &= times[first] <= largest  # the first time at or after the smallest is within the range
+    else:
+        return actions
+    unknown = np.isnan(smallest) | np.isnan(largest)
+    return actions.filter(pa.array(unknown | may))
+
+
+def _bounds(actions: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The smallest and largest ``column`` value of each action's file, in microseconds (NaN where a
+    file has none); None when the log keeps no statistics for the column."""
+    names = (f"min.{column}", f"max.{column}")
+    if any(name not in actions.column_names for name in names):
+        return None
+    smallest, largest = (_micros(actions.column(name)) for name in names)
+    return smallest, largest
+
+
+def _micros(column: pa.ChunkedArray) -> np.ndarray:
+    """A timestamp column of statistics as microseconds since the epoch (NaN where null: exact, as
+    every microsecond timestamp before the year 2255 is below 2^53)."""
+    as_us = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
+    return np.asarray(as_us.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _micro(when: datetime) -> float:
+    """``when`` as microseconds since the epoch (UTC unless it says otherwise)."""
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    delta = when - _EPOCH
+    return float((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+
+
 def _actions_within(table: DeltaTable, within: TimeRange) -> list[dict[str, Any]]:
     """The add actions (flattened, with their statistics) of the table's files whose statistics may
     hold a row ``within`` the range (or that have no statistics)."""
-    column, low, high = within
-    actions = []
-    for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
-        smallest, largest = action.get(f"min.{column}"), action.get(f"max.{column}")
-        if smallest is None or largest is None or (smallest < high and largest + _STATS_PRECISION >= low):
-            actions.append(action)
+    actions: list[dict[str, Any]] = _add_actions(table, within=within).to_pylist()
     return actions
 
 
 def _files_within(table: DeltaTable, within: TimeRange) -> set[str]:
     """The names of the table's files whose statistics may hold a row ``within`` the range (or that
     have no statistics)."""
-    return {unquote(action["path"]).rsplit("/", 1)[-1] for action in _actions_within(table, within)}
+    paths = _add_actions(table, within=within).column("path").to_pylist()
+    return {unquote(path).rsplit("/", 1)[-1] for path in paths}
 
 
 def _partition_folder(column: str, value: str | None) -> str:

@@ -19,15 +19,18 @@ top of what the caller passes, the session gets the settings the Delta tables ne
 Spark's own log noise is kept out of the way: the JVM logs through ``log4j2.properties`` next to this
 module (warnings and errors of Spark only, on stderr), unless the caller passes its own
 ``spark.driver.extraJavaOptions``; the UI and the console progress bar are off unless set. A
-``local`` session gets a 4 GiB heap unless ``spark.driver.memory`` is set. The generated-code cache
-keeps 1,000 classes instead of 100, so that a warm session (``rollup --every``) reuses them. Up to
-1,024 files of a read are listed by the driver itself, not by a Spark job.
+``local`` session gets a 4 GiB heap unless ``spark.driver.memory`` is set, and 4 shuffle partitions a
+core (``shuffle_partitions``); on a cluster Spark's default 200, which adaptive execution coalesces.
+The generated-code cache keeps 1,000 classes instead of 100, so that a warm session (``rollup
+--every``) reuses them. Up to 1,024 files of a read are listed by the driver itself, not by a Spark
+job.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,7 +42,15 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.jvm import JAR
 
-__all__ = ["DEFAULT_MASTER", "DELTA_CATALOG", "DELTA_EXTENSION", "SparkSettings", "spark_session"]
+__all__ = [
+    "DEFAULT_MASTER",
+    "DELTA_CATALOG",
+    "DELTA_EXTENSION",
+    "SparkSettings",
+    "local_cores",
+    "shuffle_partitions",
+    "spark_session",
+]
 
 DEFAULT_MASTER: Final = "local[*]"
 DELTA_EXTENSION: Final = "io.delta.sql.DeltaSparkSessionExtension"
@@ -55,7 +66,6 @@ _REQUIRED: Final = {
 _DEFAULTS: Final = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "8",
     "spark.sql.adaptive.enabled": "true",
     # the merges collect arrays (histogram buckets): Spark's object hash aggregate falls back to sorting
     # after 128 groups anyway, and sorting from the start is faster (benchmarks/README.md, rollup)
@@ -68,6 +78,10 @@ _DEFAULTS: Final = {
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
 }
+
+SHUFFLE_PARTITIONS_PER_CORE: Final = 4
+"""A ``local`` session's shuffle partitions per core it runs (8 on ``local[2]``, the figure the
+benchmarks were tuned with): a few tasks a core, so that a skewed one does not leave a core idle."""
 
 LOCAL_DRIVER_MEMORY: Final = "4g"
 """The heap of a ``local`` session unless ``spark.driver.memory`` says otherwise: Spark's 1 GiB made
@@ -123,6 +137,27 @@ def _with_project_jar(settings: Mapping[str, str]) -> dict[str, str]:
     return {"spark.jars": ",".join([*listed, str(JAR)]) if str(JAR) not in listed else ",".join(listed)}
 
 
+def local_cores(master: str) -> int | None:
+    """How many cores a ``local`` master runs tasks on (``local``: 1, ``local[N]`` and ``local[N,F]``:
+    N, ``local[*]``: this machine's), or None for a cluster's master (``local-cluster[...]`` too)."""
+    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if match is None:
+        return None
+    threads = match.group(1)
+    if threads is None:
+        return 1
+    return (os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
+
+
+def shuffle_partitions(master: str) -> str | None:
+    """The shuffle partitions for ``master`` unless set: ``SHUFFLE_PARTITIONS_PER_CORE`` a core on a
+    ``local`` master; None on a cluster, where Spark's own default (200) applies and adaptive query
+    execution coalesces the partitions a small run does not need, so a bigger cluster gets more
+    tasks without a setting."""
+    cores = local_cores(master)
+    return None if cores is None else str(SHUFFLE_PARTITIONS_PER_CORE * cores)
+
+
 def spark_session(settings: SparkSettings | None = None) -> SparkSession:
     """A session built from ``settings`` (or gets the running one, which keeps its settings)."""
     settings = settings or SparkSettings()
@@ -137,6 +172,9 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
         **_with_project_jar(settings.settings),
     }.items():
         builder = builder.config(key, value)
+    partitions = shuffle_partitions(settings.master)
+    if partitions is not None and "spark.sql.shuffle.partitions" not in settings.settings:
+        builder = builder.config("spark.sql.shuffle.partitions", partitions)
     if settings.master.startswith("local"):
         # Python workers run this interpreter (its packages), not whatever `python3` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -19,18 +19,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run by path: the
 
 import argparse
 import json
-import math
 import subprocess
 import tempfile
 import time
-from collections import Counter
 from typing import Any
-
-from deltalake import DeltaTable
 
 from artifacts import classpath
 from spark_jobs.tables import ACTIVITY_TABLES, ROLLUP_TABLES
 from tests.support.fleet import kafka_pushes, land
+from tests.support.lake_rows import table_rows
 
 DERIVED = ("metric_points", "decode_quarantine", *ROLLUP_TABLES, *ACTIVITY_TABLES)
 CLI = str(Path(sys.executable).with_name("telemetry-sink"))
@@ -50,27 +47,6 @@ def _rollup(root: Path, *connector: str) -> tuple[dict[str, Any], float]:
     return json.loads(done.stdout.strip().splitlines()[-1]), time.monotonic() - started
 
 
-def _canonical(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    if isinstance(value, list):
-        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # a map, as pairs
-            return sorted((k, _canonical(v)) for k, v in value)
-        return [_canonical(v) for v in value]
-    return value
-
-
-def _rows(root: Path, table: str) -> Counter[str]:
-    """The table's rows as a multiset of canonical JSON texts (none when it does not exist)."""
-    path = root / table
-    if not (path / "_delta_log").is_dir():
-        return Counter()
-    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
-    return Counter(
-        json.dumps({k: _canonical(v) for k, v in row.items()}, sort_keys=True, default=str) for row in rows
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--clients", type=int, default=4)
@@ -84,7 +60,7 @@ def main() -> None:
         jars = classpath("delta-spark").replace(":", ",")
         on, on_wall = _rollup(connector, "--delta-connector", "on", "--conf", f"spark.jars={jars}")
         off, off_wall = _rollup(bridge, "--delta-connector", "off")
-        different = [t for t in DERIVED if _rows(connector, t) != _rows(bridge, t)]
+        different = [t for t in DERIVED if table_rows(connector, t) != table_rows(bridge, t)]
     print(f"points {on['points']} (connector) / {off['points']} (bridge)")
     print(f"connector: job {on['seconds']:.1f} s, wall {on_wall:.1f} s")
     print(f"bridge:    job {off['seconds']:.1f} s, wall {off_wall:.1f} s")

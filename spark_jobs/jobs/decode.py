@@ -35,7 +35,7 @@ from spark_jobs.tables import (
 )
 from spark_jobs.transforms.decode_jvm import FUNCTIONS, decoded
 
-__all__ = ["DECODE_APP", "DecodeReport", "ShardReport", "run_decode"]
+__all__ = ["DECODE_APP", "DecodeReport", "ShardReport", "lag_s", "run_decode"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,11 @@ def decode(bronze: DataFrame, *, jvm: bool = True) -> DataFrame:
     return decoded(bronze, jvm=jvm and register(bronze.sparkSession, FUNCTIONS))
 
 
+def _app_id(shard: str) -> str:
+    """The ``txn`` app id under which silver and the quarantine follow a bronze shard."""
+    return f"{DECODE_APP}/{shard.rstrip('/').rsplit('/', 1)[-1]}"
+
+
 def run_decode(
     lake: DeltaLake, data_root: str, *, progress: Callable[[str], None] = lambda _: None
 ) -> DecodeReport:
@@ -91,7 +96,7 @@ def run_decode(
     report = DecodeReport()
     for shard in lake.shards(table_uri(data_root, BRONZE_PUSHES)):
         latest = lake.version(shard)
-        app_id = f"{DECODE_APP}/{shard.rstrip('/').rsplit('/', 1)[-1]}"
+        app_id = _app_id(shard)
         done = {silver: lake.txn_version(silver, app_id), quarantine: lake.txn_version(quarantine, app_id)}
         if latest is None or min(done.values()) >= latest:
             continue
@@ -118,6 +123,28 @@ def run_decode(
             for uri in targets:
                 done[uri] = until
     return report
+
+
+def lag_s(lake: DeltaLake, data_root: str) -> float | None:
+    """How far behind the newest landed push silver is, in seconds (and so every gold table, at the
+    end of a rollup run): per bronze shard, the commit time of its latest version less that of the
+    newest version decoded (its first when none is), the largest of them; 0 when every shard is
+    decoded through its latest; None when a commit time is no longer in a shard's log. One metadata
+    request a shard and version, whatever the tables' age."""
+    silver = table_uri(data_root, METRIC_POINTS)
+    quarantine = table_uri(data_root, QUARANTINE)
+    lag = 0.0
+    for shard in lake.shards(table_uri(data_root, BRONZE_PUSHES)):
+        latest = lake.version(shard)
+        app_id = _app_id(shard)
+        done = min(lake.txn_version(silver, app_id), lake.txn_version(quarantine, app_id))
+        if latest is None or done >= latest:
+            continue
+        newest, decoded = lake.commit_time(shard, latest), lake.commit_time(shard, max(done, 0))
+        if newest is None or decoded is None:
+            return None
+        lag = max(lag, (newest - decoded).total_seconds())
+    return lag
 
 
 def _decode_range(

@@ -13,17 +13,17 @@ and exactly once.
 The 1-minute activity table (``transforms.activity``) comes from every shard of bronze
 ``telemetry_pushes`` and ``quota_samples`` and from ``decode_quarantine``: it keeps a watermark per
 source shard (app id ``telemetry-sink-rollup/rollup_entity_activity_1m/<table>/<shard>``), and the
-hours one shard touches are recomputed from all of them.
+minutes one shard touches are recomputed from all of them (from the files whose statistics may hold
+those minutes); the 1-hour one recomputes the hours the 1-minute one gained rows in.
 
 Each gold table remembers the version of its source it has caught up with, as the ``txn`` of app id
 ``telemetry-sink-rollup/<table>``. A run reads only what the source's commits added since that
 version, works out what those rows touch, recomputes it from the source's snapshot and replaces it
-in one commit carrying the source's version. The four metric tables recompute by the bucket
-(``_Step.by``): the minutes or hours the rows fall in, whose rows alone are replaced; the activity
-tables by the partition. So late data recomputes only its buckets (for the 1-minute client rows, also
-the minute of the next point of each late point's series within ``lookback_s``, whose cumulative delta
-starts from the late point), a re-run commits nothing, and a run that
-dies between two tables leaves each table consistent: the next run catches each up from its own
+in one commit carrying the source's version. Each table recomputes by the bucket (``_Step.by``): the
+minutes or hours the rows fall in, whose rows alone are replaced. So late data recomputes only its
+buckets (for the 1-minute client rows, also the minute of the next point of each late point's series
+within ``lookback_s``, whose cumulative delta starts from the late point), a re-run commits nothing,
+and a run that dies between two tables leaves each table consistent: the next run catches each up from its own
 version. ``since`` recomputes every partition from that time on as well (after a change of
 ``lookback_s``, say).
 
@@ -58,7 +58,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from spark_jobs.jobs.decode import DecodeReport, run_decode
+from spark_jobs.jobs.decode import DecodeReport, lag_s, run_decode
 from spark_jobs.lake import Clustering, DeltaLake, PartitionFilter
 from spark_jobs.tables import (
     BRONZE_PUSHES,
@@ -133,6 +133,8 @@ class TableReport:
 class RollupReport:
     decode: DecodeReport = field(default_factory=DecodeReport)
     tables: list[TableReport] = field(default_factory=list)
+    lag_s: float | None = None
+    """At the run's end, how far the tables are behind the newest landed push (``decode.lag_s``)."""
 
 
 def _hour_text(when: datetime) -> str:
@@ -223,13 +225,12 @@ class _Step:
     schema: pa.Schema
     width: Width
     touched: Callable[[_Added], list[str]]
-    """The target partitions that rows added to the source change."""
+    """The buckets that rows added to the source change."""
     compute: Callable[[int, list[str]], DataFrame]
-    """(the source's version, the partitions) -> the partitions' new rows."""
-    by: Literal["partition", "hour", "minute"] = "partition"
-    """The table's unit of recompute: its partitions, or the hours (``YYYY-MM-DDTHH``) or minutes
-    (``YYYY-MM-DDTHH:MM``) of ``bucket_start``, whose rows alone are replaced (``DeltaLake.write``'s
-    ``replace_rows``)."""
+    """(the source's version, the buckets) -> the buckets' new rows."""
+    by: Literal["hour", "minute"]
+    """The table's unit of recompute: the hours (``YYYY-MM-DDTHH``) or minutes (``YYYY-MM-DDTHH:MM``)
+    of ``bucket_start``, whose rows alone are replaced (``DeltaLake.write``'s ``replace_rows``)."""
     clustered: Clustering | None = None
     """How the rows are written (``DeltaLake.write``): sorted by a column, in files of at most so many
     rows, so that a read of a few buckets skips the files of the others."""
@@ -245,38 +246,32 @@ def _refresh(
     forced: Sequence[str] = (),
     progress: Callable[[str], None],
 ) -> TableReport | None:
-    """Recompute and replace the partitions of ``step.table`` that ``source`` changed since the
-    version the table caught up with (its ``txn`` for ``app_id``), and the ``forced`` ones."""
+    """Recompute and replace the buckets of ``step.table`` that ``source`` changed since the version
+    the table caught up with (its ``txn`` for ``app_id``), and those of the ``forced`` hours."""
     target = table_uri(data_root, step.table)
     latest = lake.version(source)
     if latest is None:
         return None
     done = lake.txn_version(target, app_id)
-    partitions = set(forced)
+    partitions = set(forced if step.by == "hour" else [f"{h}:{m:02d}" for h in forced for m in range(60)])
     if latest > done:
         partitions.update(step.touched(_Added(lake, source, done, latest)))
     if not partitions:
         return None
     chosen = sorted(partitions)
-    progress(f"{step.table}: recomputing {len(chosen)} partitions ({chosen[0]} .. {chosen[-1]})")
+    progress(f"{step.table}: recomputing {len(chosen)} {step.by}s ({chosen[0]} .. {chosen[-1]})")
     if latest <= done:  # only a forced recompute: replacing is idempotent, the watermark stays
         app_id, version = f"{app_id}/since", int(time.time() * 1000)
     else:
         version = latest
-    column = PARTITION_OF[step.width]
-    if step.by != "partition":
-        replace, rows = None, ("bucket_start", [_bucket_start(k) for k in chosen])
-    else:
-        replace, rows = [{column: p} for p in chosen], None
     lake.write(
         step.compute(latest, chosen),
         target,
         schema=step.schema,
-        partition_by=[column],
+        partition_by=[PARTITION_OF[step.width]],
         app_id=app_id,
         version=version,
-        replace=replace,
-        replace_rows=rows,
+        replace_rows=("bucket_start", [_bucket_start(k) for k in chosen]),
         clustered=step.clustered,
     )
     return TableReport(step.table, latest, chosen)
@@ -299,16 +294,6 @@ def _by_hour(hour: Column, values: Mapping[str, str]) -> Column:
 def _minutes_of(column: str) -> Callable[[_Added], list[str]]:
     """The minutes of ``column`` in the added rows."""
     return lambda added: added.keys(column, "minute")
-
-
-def _day_hours(dates: list[str]) -> PartitionFilter:
-    """The 1-minute partitions (hours) of whole days."""
-    return "bucket_hour", [f"{d}T{h:02d}" for d in dates for h in range(24)]
-
-
-def _dates_of(added: _Added) -> list[str]:
-    """The days of the hours a 1-minute table gained rows in."""
-    return sorted({hour[:10] for hour in added.keys("bucket_start", "hour")})
 
 
 @dataclass
@@ -342,15 +327,15 @@ class _RollupRun:
         if done is not None:
             self.report.tables.append(done)
 
-    def forced_partitions(self, pattern: str) -> list[str]:
-        """Every partition with silver points from ``since`` on."""
+    def forced_hours(self) -> list[str]:
+        """Every hour (``YYYY-MM-DDTHH``) with silver points from ``since`` on."""
         if self.since is None:
             return []
         points = self.lake.read(self.uri(METRIC_POINTS))
         if points is None:
             return []
         recent = points.where(F.col("time") >= F.lit(self.since.astimezone(UTC)))
-        return _distinct(recent.select(F.date_format("time", pattern).alias("p")), "p")
+        return _distinct(recent.select(F.date_format("time", _HOUR).alias("p")), "p")
 
     def minutes_of_points(self, added: _Added) -> list[str]:
         """A point changes its own minute, and the minute of the next point of its series (whose
@@ -543,24 +528,37 @@ class _RollupRun:
         rows = rows.where(F.date_format("bucket_start", _HOUR).isin(hours))
         return entity_rollup(rows, "1h", numbers_only=self.numbers_only(*_span(hours)))
 
-    def activity_minutes(self, _: int, hours: list[str]) -> DataFrame:
-        """Every source's samples in these hours (all shards, at their latest versions)."""
-        dates = ("date", sorted({h[:10] for h in hours}))
+    def activity_minutes(self, _: int, minutes: list[str]) -> DataFrame:
+        """Every source's samples in these minutes (all shards, at their latest versions), read from
+        the files whose statistics may hold them: a minute's new pushes cost the files they landed
+        in, not the day's."""
+        low, high = _bucket_start(minutes[0]), _bucket_start(minutes[-1]) + timedelta(minutes=1)
+        dates = ("date", sorted({m[:10] for m in minutes}))
         parts = []
-        for table, to_samples in (
-            (BRONZE_PUSHES, push_activity),
-            (BRONZE_QUOTA_SAMPLES, sample_activity),
+        for table, time_column, to_samples in (
+            (BRONZE_PUSHES, "received_at", push_activity),
+            (BRONZE_QUOTA_SAMPLES, "sampled_at", sample_activity),
         ):
             for shard in self.lake.shards(self.uri(table)):
-                frame = self.lake.read(shard, partitions=dates)
+                frame = self.lake.read(shard, partitions=dates, within=(time_column, low, high))
                 if frame is not None:
                     parts.append(to_samples(frame))
-        quarantined = self.lake.read(self.uri(QUARANTINE), partitions=dates)
+        quarantined = self.lake.read(
+            self.uri(QUARANTINE), partitions=dates, within=("received_at", low, high)
+        )
         if quarantined is not None:
             parts.append(quarantine_activity(quarantined))
         samples = functools.reduce(DataFrame.unionByName, parts)
-        samples = samples.where(F.date_format("time", _HOUR).isin(hours))
+        samples = samples.where(F.date_format("time", _MINUTE).isin(minutes))
         return activity_rollup(samples, "1m", from_samples=True)
+
+    def activity_hours(self, version: int, hours: list[str]) -> DataFrame:
+        """The 1-hour activity rows of these hours, from their 1-minute rows (read from the files
+        that may hold them)."""
+        rows = self.read(ROLLUP_ENTITY_ACTIVITY_1M, version, ("bucket_hour", hours)).where(
+            F.date_format("bucket_start", _HOUR).isin(hours)
+        )
+        return activity_rollup(rows, "1h", from_samples=False)
 
     def metric_steps(self) -> list[tuple[_Step, str]]:
         """The four metric rollups, each with the table it follows, in the order they are refreshed."""
@@ -612,19 +610,14 @@ class _RollupRun:
             ),
         ]
 
-    def refresh_metrics(self, forced: Mapping[str, list[str]], pool: ThreadPoolExecutor) -> None:
+    def refresh_metrics(self, forced: list[str], pool: ThreadPoolExecutor) -> None:
         """The 1-minute client rows first; then the 1-hour client rows (and the 1-hour entity rows
         after them) beside the 1-minute entity rows, which follow only the 1-minute client rows; the
         hour prefixes are written beside the 1-hour entity rows."""
         (client_1m, points), (client_1h, minutes), (entity_1m, _), (entity_1h, hours) = self.metric_steps()
 
         def refresh(step: _Step, source: str) -> None:
-            hours = forced["1m"]  # the forced partitions of the 1-minute tables are hours
-            if step.by == "minute":
-                keys = [f"{h}:{m:02d}" for h in hours for m in range(60)]
-            else:
-                keys = hours if step.by == "hour" else forced[step.width]
-            self.refresh(step, self.uri(source), f"{ROLLUP_APP}/{step.table}", keys)
+            self.refresh(step, self.uri(source), f"{ROLLUP_APP}/{step.table}", forced)
 
         refresh(client_1m, points)
         beside = pool.submit(inheritable_thread_target(self.lake.spark)(refresh), entity_1m, minutes)
@@ -634,35 +627,40 @@ class _RollupRun:
         prefixes.result()
         beside.result()
 
-    def refresh_activity(self, forced: Mapping[str, list[str]]) -> None:
+    def refresh_activity(self, forced: list[str]) -> None:
         """The 1-minute activity table follows every shard of every bronze table (a watermark each)
-        and the quarantine; the 1-hour one follows the 1-minute one."""
+        and the quarantine, by the minute: the minutes a source gained rows in are recomputed from
+        every source; the 1-hour one follows the 1-minute one, by the hour."""
         minutes = _Step(
-            ROLLUP_ENTITY_ACTIVITY_1M, activity_schema("1m"), "1m", lambda added: [], self.activity_minutes
+            ROLLUP_ENTITY_ACTIVITY_1M,
+            activity_schema("1m"),
+            "1m",
+            lambda added: [],
+            self.activity_minutes,
+            by="minute",
         )
         sources = [
             (BRONZE_PUSHES, "received_at"),
             (BRONZE_QUOTA_SAMPLES, "sampled_at"),
         ]
-        activity_forced = forced["1m"]  # recomputed with the first shard's hours
+        activity_forced = forced  # recomputed with the first shard's minutes
         for table, time_column in sources:
-            step = dataclasses.replace(minutes, touched=_hours_of(time_column))
+            step = dataclasses.replace(minutes, touched=_minutes_of(time_column))
             for shard in self.lake.shards(self.uri(table)):
                 name = shard.rstrip("/").rsplit("/", 1)[-1]
                 self.refresh(step, shard, f"{ROLLUP_APP}/{step.table}/{table}/{name}", activity_forced)
                 activity_forced = []
-        quarantine_step = dataclasses.replace(minutes, touched=_hours_of("received_at"))
+        quarantine_step = dataclasses.replace(minutes, touched=_minutes_of("received_at"))
         self.refresh(quarantine_step, self.uri(QUARANTINE), f"{ROLLUP_APP}/{minutes.table}/{QUARANTINE}")
         hours = _Step(
             ROLLUP_ENTITY_ACTIVITY_1H,
             activity_schema("1h"),
             "1h",
-            _dates_of,
-            lambda v, dates: activity_rollup(
-                self.read(ROLLUP_ENTITY_ACTIVITY_1M, v, _day_hours(dates)), "1h", from_samples=False
-            ),
+            _hours_of("bucket_start"),
+            self.activity_hours,
+            by="hour",
         )
-        self.refresh(hours, self.uri(minutes.table), f"{ROLLUP_APP}/{hours.table}", forced["1h"])
+        self.refresh(hours, self.uri(minutes.table), f"{ROLLUP_APP}/{hours.table}", forced)
 
 
 def run_rollup(
@@ -680,11 +678,12 @@ def run_rollup(
     if decode:
         report.decode = run_decode(lake, data_root, progress=progress)
     run = _RollupRun(lake, data_root, lookback_s, since, progress, report)
-    forced = {width: run.forced_partitions(pattern) for width, pattern in PARTITION_PATTERN.items()}
+    forced = run.forced_hours()
     # the activity tables and the metric tables read nothing of each other: Spark runs their jobs
     # side by side (most of a small run's time is per-job latency, which then overlaps)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="rollup") as pool:
         activity = pool.submit(inheritable_thread_target(lake.spark)(run.refresh_activity), forced)
         run.refresh_metrics(forced, pool)
         activity.result()
+    report.lag_s = lag_s(lake, data_root)
     return report

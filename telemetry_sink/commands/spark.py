@@ -136,6 +136,7 @@ def _add_rollup(rollup: argparse.ArgumentParser) -> None:
 def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
     return {
         "seconds": round(seconds, 3),
+        "lag_s": None if report.lag_s is None else round(report.lag_s, 3),
         "points": report.decode.points,
         "quarantined": report.decode.quarantined,
         "bronze": [

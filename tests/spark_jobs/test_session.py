@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_jobs.session import SparkSettings, delta_connector_jars, uses_connector
+from spark_jobs.session import (
+    SparkSettings,
+    delta_connector_jars,
+    local_cores,
+    shuffle_partitions,
+    uses_connector,
+)
 
 
 @pytest.mark.spark
@@ -18,6 +26,16 @@ def test_the_session_has_the_settings_delta_tables_need(spark: SparkSession) -> 
     assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
     assert spark.sparkContext.master == "local[2]"  # the tests' own master, passed through
     assert conf.get("spark.sql.codegen.cache.maxEntries") == "1000"  # a warm session reuses its classes
+
+
+def test_shuffle_partitions_follow_the_cores_of_a_local_master_and_spark_on_a_cluster() -> None:
+    assert [local_cores(m) for m in ["local", "local[2]", "local[3, 2]", "local[*]"]] == [
+        1, 2, 3, os.cpu_count(),
+    ]  # fmt: skip
+    assert shuffle_partitions("local[2]") == "8"  # what the benchmarks were tuned with
+    assert shuffle_partitions("local[16]") == "64"
+    for cluster in ["spark://master:7077", "k8s://https://api:6443", "yarn", "local-cluster[2,1,1024]"]:
+        assert shuffle_partitions(cluster) is None  # Spark's 200, coalesced by adaptive execution
 
 
 def test_settings_report_every_problem_at_once() -> None:

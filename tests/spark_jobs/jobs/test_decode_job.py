@@ -4,6 +4,7 @@ the run succeeds and advances, the good pushes' points land in silver and each p
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,20 @@ def test_a_run_with_poison_pushes_in_bronze_succeeds_advances_and_quarantines_th
 
     again = run_rollup(lake, str(tmp_path))  # advanced past them: nothing decoded twice
     assert (again.decode.points, again.decode.quarantined) == (0, 0)
+
+
+def test_the_lag_is_how_far_silver_is_behind_the_newest_landed_push(lake: DeltaLake, tmp_path: Path) -> None:
+    """``lag_s``: 0 once a run has decoded everything; after a push lands, the commit time of the
+    newest bronze version less that of the newest decoded (the commit times set at the store, where
+    landing puts them)."""
+    shard = tmp_path / "telemetry_pushes" / "r1"
+    land(kafka_pushes(clients=1, pushes=2), str(tmp_path), replica="r1")
+    assert run_rollup(lake, str(tmp_path)).lag_s == 0
+    decoded = DeltaTable(str(shard)).version()
+    land(kafka_pushes(clients=1, pushes=2, start_ms=START_MS + 60_000), str(tmp_path), replica="r1")
+    newest = DeltaTable(str(shard)).version()
+    log = shard / "_delta_log"
+    at = (log / f"{decoded:020d}.json").stat().st_mtime
+    os.utime(log / f"{newest:020d}.json", (at + 90, at + 90))
+    assert decode_job.lag_s(lake, str(tmp_path)) == pytest.approx(90, abs=0.01)
+    assert run_rollup(lake, str(tmp_path)).lag_s == 0

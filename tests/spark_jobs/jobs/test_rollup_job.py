@@ -110,7 +110,8 @@ def test_late_data_recomputes_only_the_buckets_it_touches(lake: DeltaLake, tmp_p
     day2 = kafka_pushes(clients=2, pushes=4, start_ms=START_MS + 2 * 86_400_000)
     land(day1 + day2, str(tmp_path))
     run_rollup(lake, str(tmp_path))
-    files = {t: set(DeltaTable(str(tmp_path / t)).file_uris()) for t in ROLLUP_TABLES}
+    tables = (*ROLLUP_TABLES, *ACTIVITY_TABLES)
+    files = {t: set(DeltaTable(str(tmp_path / t)).file_uris()) for t in tables}
     late = kafka_pushes(clients=1, pushes=1, start_ms=START_MS + 120_000, seed=99)
     land(late, str(tmp_path))
     report = run_rollup(lake, str(tmp_path))
@@ -118,7 +119,11 @@ def test_late_data_recomputes_only_the_buckets_it_touches(lake: DeltaLake, tmp_p
     assert all(p.startswith("2026-11-21") for p in touched["rollup_client_1m"])
     # the 1-hour tables recompute only the hours the late minutes are in, not their whole day
     assert touched["rollup_client_1h"] == touched["rollup_entity_1h"] == ["2026-11-21T22"]
-    for table in ROLLUP_TABLES:  # the other day's files are the very same files
+    # the activity of the late push's minute alone, from the bronze files that may hold it
+    late_minute = datetime.fromtimestamp(late[0].context.received_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M")
+    assert touched["rollup_entity_activity_1m"] == [late_minute]
+    assert touched["rollup_entity_activity_1h"] == ["2026-11-21T22"]
+    for table in tables:  # the other day's files are the very same files
         now = set(DeltaTable(str(tmp_path / table)).file_uris())
         day2_files = {f for f in files[table] if "2026-11-23" in f}
         assert day2_files, table

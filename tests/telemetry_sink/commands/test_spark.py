@@ -37,6 +37,7 @@ def test_rollup_every_runs_until_sigterm_and_reports_each_run(tmp_path: Path) ->
             process.kill()
     assert process.returncode == 0
     assert first["points"] > 0
+    assert first["lag_s"] == 0  # nothing landed while it ran
     assert first["quarantined"] == 0
     assert set(first["tables"]) == {*ROLLUP_TABLES, *ACTIVITY_TABLES}
     assert "rollup_client_1m: recomputing" in stderr
