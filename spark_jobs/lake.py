@@ -47,7 +47,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
 from urllib.parse import quote, unquote
 
@@ -314,6 +314,31 @@ class DeltaLake:
             and action.get(f"null_count.{column}") == action.get("num_records")
             for action in _actions_within(table, within)
         )
+
+    def span(self, uri: str, column: str, version: int | None = None) -> tuple[datetime, datetime] | None:
+        """The smallest and largest value of timestamp ``column`` in the table (at ``version``), by the
+        Delta log's statistics (to the millisecond, like them), or by reading the column where a file
+        has none; None when the table is missing or empty."""
+        table = self.table(uri, version)
+        if table is None:
+            return None
+        bounds = _bounds(_add_actions(table), column)
+        if bounds is not None and not (np.isnan(bounds[0]).any() or np.isnan(bounds[1]).any()):
+            if not len(bounds[0]):
+                return None
+            low, high = (
+                _EPOCH + timedelta(microseconds=float(b)) for b in (bounds[0].min(), bounds[1].max())
+            )
+            return low, high
+        values = table.to_pyarrow_table(columns=[column]).column(column)
+        low, high = pc.min(values).as_py(), pc.max(values).as_py()
+        return None if low is None else (low.astimezone(UTC), high.astimezone(UTC))
+
+    def holds(self, uri: str, within: TimeRange, version: int | None = None) -> bool:
+        """Whether the Delta log's statistics say the table (at ``version``) may hold a row ``within``
+        a time range (a file without statistics may)."""
+        table = self.table(uri, version)
+        return table is not None and _add_actions(table, within=within).num_rows > 0
 
     def read_added(self, uri: str, after: int, until: int) -> DataFrame | None:
         """The rows that commits ``after + 1 .. until`` added (``added_files``); None if no table."""

@@ -62,7 +62,6 @@ __all__ = [
     "QUARANTINE",
     "QUARANTINE_SCHEMA",
     "ROLLUP_CLIENT_1H",
-    "ROLLUP_CLIENT_1H_PREFIX",
     "ROLLUP_CLIENT_1M",
     "ROLLUP_ENTITY_1H",
     "ROLLUP_ENTITY_1M",
@@ -84,9 +83,6 @@ QUARANTINE: Final = "decode_quarantine"
 
 ROLLUP_CLIENT_1M: Final = "rollup_client_1m"
 ROLLUP_CLIENT_1H: Final = "rollup_client_1h"
-ROLLUP_CLIENT_1H_PREFIX: Final = "rollup_client_1h_prefix"
-"""The rollup job's own state, not a view: for each hour the last run wrote to ``rollup_client_1h``,
-the 1-hour client rows of that hour's minutes before ``through`` (``spark_jobs.jobs.rollup``)."""
 ROLLUP_ENTITY_1M: Final = "rollup_entity_1m"
 ROLLUP_ENTITY_1H: Final = "rollup_entity_1h"
 ROLLUP_ENTITY_ACTIVITY_1M: Final = "rollup_entity_activity_1m"

@@ -9,6 +9,10 @@ names of the views made are returned. ``table_versions`` says which version of e
 shard) there is now, so that a long-running reader (``telemetry-sink sql-server``) makes again only
 the views whose tables changed (``register_views(..., only=...)``).
 
+The 1-hour tables hold closed hours only (``spark_jobs.jobs.rollup``): their views add the hours
+after the newest one written, merged from their 1-minute rows as the rollup would merge them
+(``OPEN_HOURS``), so a reader sees the hour in progress too, as of the 1-minute table's version.
+
 The views are Spark's global temporary views, whose database the session names ``telemetry``
 (``spark.sql.globalTempDatabase``, set by ``session.spark_session``), so the same SQL works on the
 delta-rs bridge and with the Delta Spark connector. ``EXAMPLE_QUERIES`` are the queries
@@ -18,9 +22,11 @@ delta-rs bridge and with the Delta Spark connector. ``EXAMPLE_QUERIES`` are the 
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from spark_jobs.lake import DeltaLake
 from spark_jobs.tables import (
@@ -30,15 +36,37 @@ from spark_jobs.tables import (
     CONFIG_LOG,
     METRIC_POINTS,
     QUARANTINE,
+    ROLLUP_CLIENT_1H,
+    ROLLUP_CLIENT_1M,
+    ROLLUP_ENTITY_1H,
+    ROLLUP_ENTITY_ACTIVITY_1H,
+    ROLLUP_ENTITY_ACTIVITY_1M,
     ROLLUP_TABLES,
     table_uri,
 )
+from spark_jobs.transforms.activity import activity_rollup
+from spark_jobs.transforms.rollup import PARTITION_OF, client_rollup, entity_rollup
 
-__all__ = ["EXAMPLE_QUERIES", "NAMESPACE", "TableVersions", "register_views", "table_versions"]
+__all__ = [
+    "EXAMPLE_QUERIES",
+    "NAMESPACE",
+    "OPEN_HOURS",
+    "TableVersions",
+    "register_views",
+    "table_versions",
+]
 
 NAMESPACE: Final = "telemetry"
 SHARDED: Final = (BRONZE_PUSHES, BRONZE_QUOTA_SAMPLES)
 TABLES: Final = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES, CONFIG_LOG)
+
+OPEN_HOURS: Final = {
+    ROLLUP_CLIENT_1H: ROLLUP_CLIENT_1M,
+    ROLLUP_ENTITY_1H: ROLLUP_CLIENT_1M,
+    ROLLUP_ENTITY_ACTIVITY_1H: ROLLUP_ENTITY_ACTIVITY_1M,
+}
+"""The 1-hour tables (closed hours only) and the 1-minute table their open hours are merged from."""
+_FAR: Final = datetime(9999, 1, 1, tzinfo=UTC)
 
 TableVersions = dict[str, tuple[tuple[str, int], ...]]
 """For each table that exists, its Delta tables (one per shard of a bronze table) and their versions."""
@@ -131,7 +159,41 @@ def register_views(lake: DeltaLake, data_root: str, only: TableVersions | None =
         frame = lake.read(table_uri(data_root, name), version)
         if frame is not None:
             frames[name] = frame
+    for name, source in OPEN_HOURS.items():
+        if only is not None and name not in only and source not in only:
+            continue
+        opened = _open_hours(lake, data_root, name, _version(only, name), _version(only, source))
+        if opened is None:
+            continue
+        held = frames.get(name) if only is None or name in only else lake.read(table_uri(data_root, name))
+        frames[name] = opened if held is None else held.unionByName(opened)
     for name, frame in frames.items():
         frame.createOrReplaceGlobalTempView(name)
         made.append(f"{NAMESPACE}.{name}")
     return made
+
+
+def _version(only: TableVersions | None, name: str) -> int | None:
+    """The version of ``name`` in ``only`` (its first shard's), or None for the latest."""
+    return only[name][0][1] if only is not None and name in only else None
+
+
+def _open_hours(
+    lake: DeltaLake, data_root: str, table: str, version: int | None, source_version: int | None
+) -> DataFrame | None:
+    """The rows ``table`` (a 1-hour table, at ``version``) would hold for the hours after its newest,
+    merged from the rows of its 1-minute source (at ``source_version``, from the files whose
+    statistics may hold those hours); None when there is no source."""
+    span = lake.span(table_uri(data_root, table), "bucket_start", version)
+    start = None if span is None else span[1].replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    within = None if start is None else ("bucket_start", start, _FAR)
+    minutes = lake.read(table_uri(data_root, OPEN_HOURS[table]), source_version, within=within)
+    if minutes is None:
+        return None
+    if start is not None:
+        minutes = minutes.where(F.col("bucket_start") >= F.lit(start))
+    minutes = minutes.drop(PARTITION_OF["1m"])
+    if table == ROLLUP_ENTITY_ACTIVITY_1H:
+        return activity_rollup(minutes, "1h", from_samples=False)
+    hours = client_rollup(minutes, "1h")
+    return hours if table == ROLLUP_CLIENT_1H else entity_rollup(hours, "1h")

@@ -46,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run by path: `benchmarks` importable
 
 import argparse
+import functools
 import gc
 import json
 import platform
@@ -53,6 +54,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 import deltalake
@@ -249,14 +251,25 @@ def incremental(args: argparse.Namespace, lake: DeltaLake, root: str, phases: Ph
     ``run_rollup`` (decode and every gold table) is timed; ``--incremental-runs`` minutes in a row."""
     minutes, history = args.incremental_runs, args.incremental_history
     spec = FleetSpec(args.incremental_instances, history + 2 * minutes, seed=13, users=args.users)
+
+    def landed_by(rounds: int) -> datetime:
+        """The wall clock of a sink that has just landed the first ``rounds`` rounds: which hours are
+        closed (the runs roll up the fleet's time as it happens, not as history)."""
+        return datetime.fromtimestamp((spec.start_ms + rounds * spec.interval_ms + 5_000) / 1000, UTC)
+
     land_fleet(spec, root, args.commit_rows, range(history))
-    phases.run("incremental catch-up", lambda: run_rollup(lake, root, progress=phases.progress))
+    phases.run(
+        "incremental catch-up",
+        lambda: run_rollup(lake, root, now=landed_by(history), progress=phases.progress),
+    )
     runs = []
     for minute in range(minutes):
         first = history + 2 * minute
         payloads, commits = land_fleet(spec, root, args.incremental_commit_rows, range(first, first + 2))
+        now = landed_by(first + 2)
         report = phases.run(
-            f"incremental minute {minute + 1}", lambda: run_rollup(lake, root, progress=phases.progress)
+            f"incremental minute {minute + 1}",
+            functools.partial(run_rollup, lake, root, now=now, progress=phases.progress),
         )
         runs.append(
             {

@@ -27,16 +27,17 @@ and a run that dies between two tables leaves each table consistent: the next ru
 version. ``since`` recomputes every partition from that time on as well (after a change of
 ``lookback_s``, say).
 
-``rollup_client_1h`` does not merge every minute of an hour in progress again: the job keeps, in its
-own table ``rollup_client_1h_prefix``, the 1-hour rows of the closed minutes of each hour the last run
-wrote (those before ``through``, ``OPEN_MINUTES`` before the newest minute written), and merges them
-with the 1-minute rows from ``through`` on. A prefix is used only if its ``txn`` is the version of
-``rollup_client_1m`` that ``rollup_client_1h`` is at, and no row added since falls before ``through``;
-else the hour is merged from every minute (``client_hours_of_minutes``).
+The 1-hour tables hold closed hours only: an hour's rows are written once it is ``CLOSE_AFTER`` past
+its end (the run that finds it closed computes it from all its minutes), and again only if late rows
+reach it. Until then the hour is left to its minutes: the ``telemetry.`` views of the 1-hour tables
+merge the minutes of the hours after the newest one written (``spark_jobs.views``), so a reader sees
+every hour. So a minute's run does no hourly work at all, except in the first run past an hour's end.
 
 After the decode, the activity tables and the metric tables are refreshed side by side (two threads,
 each submitting its own Spark jobs), and so are the 1-hour and the 1-minute entity rollups once the
 1-minute client rollup is done: each table still follows only its own sources, in the same order.
+A ``rollup_client_1h_prefix`` table that an earlier version of the job kept is no longer read or
+written.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -54,7 +55,7 @@ from typing import Any, Final, Literal
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -66,7 +67,6 @@ from spark_jobs.tables import (
     METRIC_POINTS,
     QUARANTINE,
     ROLLUP_CLIENT_1H,
-    ROLLUP_CLIENT_1H_PREFIX,
     ROLLUP_CLIENT_1M,
     ROLLUP_ENTITY_1H,
     ROLLUP_ENTITY_1M,
@@ -110,14 +110,10 @@ CLIENT_MINUTE_FILE_ROWS: Final = 25_000
 """``rollup_client_1m`` is written sorted by ``bucket_start`` in files of at most this many rows, so
 that even a catch-up's files hold a few minutes of a 1,000-client fleet each: the 1-hour step reads
 only the files of an hour's open minutes, the 1-minute entity step those of its minutes."""
-OPEN_MINUTES: Final = 2
-"""An hour's prefix (``ROLLUP_CLIENT_1H_PREFIX``) ends this many minutes before the newest minute a
-run wrote to ``rollup_client_1m`` in the hour: the next run rewrites the minute this one left half
-full (and the rows written beside it), and the prefix leaves a minute of slack for late points."""
-PREFIX_SCHEMA: Final = rollup_schema("client", "1h").append(
-    pa.field("through", pa.timestamp("us", tz="UTC"), nullable=False)
-)
-_PREFIX_APP: Final = f"{ROLLUP_APP}/{ROLLUP_CLIENT_1H_PREFIX}"
+CLOSE_AFTER: Final = timedelta(minutes=2)
+"""An hour is closed, and its 1-hour rows written, once it is this long past its end: the points of its
+last minutes that land a little late (a batch in flight, a client pushing at the end of its interval)
+are in by then; later ones recompute it as any late data does."""
 
 
 @dataclass
@@ -234,6 +230,9 @@ class _Step:
     clustered: Clustering | None = None
     """How the rows are written (``DeltaLake.write``): sorted by a column, in files of at most so many
     rows, so that a read of a few buckets skips the files of the others."""
+    closed_only: bool = False
+    """A 1-hour table that holds closed hours only (``CLOSE_AFTER``): the open hours its source's rows
+    touch are left to their minutes, and computed by the first run that finds them closed."""
 
 
 def _refresh(
@@ -244,10 +243,12 @@ def _refresh(
     app_id: str,
     *,
     forced: Sequence[str] = (),
+    now: datetime,
     progress: Callable[[str], None],
 ) -> TableReport | None:
     """Recompute and replace the buckets of ``step.table`` that ``source`` changed since the version
-    the table caught up with (its ``txn`` for ``app_id``), and those of the ``forced`` hours."""
+    the table caught up with (its ``txn`` for ``app_id``), and those of the ``forced`` hours; of a
+    table of closed hours, only the closed ones (``_closed``)."""
     target = table_uri(data_root, step.table)
     latest = lake.version(source)
     if latest is None:
@@ -256,39 +257,69 @@ def _refresh(
     partitions = set(forced if step.by == "hour" else [f"{h}:{m:02d}" for h in forced for m in range(60)])
     if latest > done:
         partitions.update(step.touched(_Added(lake, source, done, latest)))
-    if not partitions:
+    stale: set[str] = set()
+    if step.closed_only:
+        partitions, stale = _closed(lake, target, source, latest, partitions, now=now)
+    if not partitions and not stale:
         return None
     chosen = sorted(partitions)
-    progress(f"{step.table}: recomputing {len(chosen)} {step.by}s ({chosen[0]} .. {chosen[-1]})")
+    if chosen:
+        progress(f"{step.table}: recomputing {len(chosen)} {step.by}s ({chosen[0]} .. {chosen[-1]})")
+    if stale:
+        progress(f"{step.table}: removing the rows of {len(stale)} open hours ({', '.join(sorted(stale))})")
     if latest <= done:  # only a forced recompute: replacing is idempotent, the watermark stays
         app_id, version = f"{app_id}/since", int(time.time() * 1000)
     else:
         version = latest
+    rows = (
+        step.compute(latest, chosen)
+        if chosen
+        else lake.spark.createDataFrame([], from_arrow_schema(step.schema, prefer_timestamp_ntz=False))
+    )
     lake.write(
-        step.compute(latest, chosen),
+        rows,
         target,
         schema=step.schema,
         partition_by=[PARTITION_OF[step.width]],
         app_id=app_id,
         version=version,
-        replace_rows=("bucket_start", [_bucket_start(k) for k in chosen]),
+        replace_rows=("bucket_start", [_bucket_start(k) for k in sorted({*chosen, *stale})]),
         clustered=step.clustered,
     )
     return TableReport(step.table, latest, chosen)
 
 
+def _closed(
+    lake: DeltaLake, target: str, source: str, version: int, hours: set[str], *, now: datetime
+) -> tuple[set[str], set[str]]:
+    """Of these hours, those closed at ``now`` (``CLOSE_AFTER`` past their end), with every closed hour
+    after the newest closed one ``target`` holds in which ``source`` (at ``version``) has rows: the
+    hours earlier runs left open, closed since. And the open hours ``target`` holds rows of, which go
+    (a table an earlier version of the job wrote every minute holds the hour in progress). The newest
+    hours come from the Delta logs' statistics."""
+    last_closed = _bucket_start(_hour_text(now.astimezone(UTC) - CLOSE_AFTER)) - timedelta(hours=1)
+    span = lake.span(target, "bucket_start")
+    stale: set[str] = set()
+    held = None
+    if span is not None:
+        held = _bucket_start(_hour_text(span[1]))
+        while held > last_closed:
+            stale.add(_hour_text(held))
+            held -= timedelta(hours=1)
+    source_span = lake.span(source, "bucket_start", version)
+    if source_span is not None:
+        oldest, newest = (_bucket_start(_hour_text(t)) for t in source_span)
+        at = oldest if held is None else max(oldest, held + timedelta(hours=1))
+        while at <= min(last_closed, newest):
+            if lake.holds(source, ("bucket_start", at, at + timedelta(hours=1)), version):
+                hours.add(_hour_text(at))
+            at += timedelta(hours=1)
+    return {h for h in hours if _bucket_start(h) <= last_closed}, stale
+
+
 def _hours_of(column: str) -> Callable[[_Added], list[str]]:
     """The hours of ``column`` in the added rows."""
     return lambda added: added.keys(column, "hour")
-
-
-def _by_hour(hour: Column, values: Mapping[str, str]) -> Column:
-    """The text of ``values`` for the hour key (``YYYY-MM-DDTHH``) in ``hour``; null for other hours.
-    Text, not timestamps: a timestamp literal is compiled into Spark's generated code."""
-    column: Column | None = None
-    for key, value in values.items():
-        column = F.when(hour == key, value) if column is None else column.when(hour == key, value)
-    return F.lit(None).cast("string") if column is None else column
 
 
 def _minutes_of(column: str) -> Callable[[_Added], list[str]]:
@@ -306,11 +337,8 @@ class _RollupRun:
     since: datetime | None
     progress: Callable[[str], None]
     report: RollupReport
-    changed: dict[str, list[str]] = field(default_factory=dict)
-    """By hour, the minutes of the rows ``rollup_client_1m`` gained since ``rollup_client_1h`` caught up."""
-    next_prefixes: tuple[int, DataFrame | None] | None = None
-    """The hour prefixes to write once ``rollup_client_1h`` is committed: (the version of
-    ``rollup_client_1m`` they are of, their rows or None for none)."""
+    now: datetime
+    """When the run started: which hours are closed."""
 
     def uri(self, table: str) -> str:
         return table_uri(self.data_root, table)
@@ -322,7 +350,14 @@ class _RollupRun:
 
     def refresh(self, step: _Step, source: str, app_id: str, forced: Sequence[str] = ()) -> None:
         done = _refresh(
-            self.lake, self.data_root, step, source, app_id, forced=forced, progress=self.progress
+            self.lake,
+            self.data_root,
+            step,
+            source,
+            app_id,
+            forced=forced,
+            now=self.now,
+            progress=self.progress,
         )
         if done is not None:
             self.report.tables.append(done)
@@ -408,119 +443,12 @@ class _RollupRun:
         rows = rows.where(F.date_format("bucket_start", _MINUTE).isin(minutes))
         return entity_rollup(rows, "1m", numbers_only=self.numbers_only(low, high))
 
-    def hours_of_client_minutes(self, added: _Added) -> list[str]:
-        """The hours the 1-minute client rows added fall in (their minutes kept in ``changed``)."""
-        self.changed = {}
-        for minute in added.keys("bucket_start", "minute"):
-            self.changed.setdefault(minute[:13], []).append(minute)
-        return sorted(self.changed)
-
-    def valid_prefixes(self, hours: list[str], done: int) -> tuple[dict[str, str], int | None]:
-        """The hours whose prefix can stand for their minutes before its ``through`` (hour ->
-        ``through`` as a minute key), and the prefix table's version. A prefix is valid when the
-        prefix table was written by the run that brought ``rollup_client_1h`` to the version of
-        ``rollup_client_1m`` it is at now, ``done`` (their ``txn``s agree), and no row added to the
-        1-minute table since falls in one of its minutes."""
-        table = self.lake.table(self.uri(ROLLUP_CLIENT_1H_PREFIX))
-        if table is None:
-            return {}, None
-        if table.transaction_version(_PREFIX_APP) != done:
-            return {}, None
-        pairs = table.to_pyarrow_table(columns=["bucket_start", "through"]).group_by(
-            ["bucket_start", "through"]
-        )
-        throughs: dict[str, set[str]] = {}
-        for row in pairs.aggregate([]).to_pylist():
-            throughs.setdefault(_hour_text(row["bucket_start"]), set()).add(
-                row["through"].strftime("%Y-%m-%dT%H:%M")
-            )
-        valid = {
-            hour: through
-            for hour, (through,) in ((h, tuple(t)) for h, t in throughs.items() if len(t) == 1)
-            if hour in hours and hour in self.changed and self.changed[hour][0] >= through
-        }
-        return valid, table.version()
-
-    def client_hours_of_minutes(self, version: int, hours: list[str]) -> DataFrame:
-        """The 1-hour client rows of these hours, from their 1-minute rows: for an hour with a valid
-        prefix (``valid_prefixes``), the prefix and the 1-minute rows from its ``through`` on (read
-        from the files that may hold them), else every 1-minute row of the hour. Prepares the next
-        prefixes too (``next_prefixes``)."""
-        done = self.lake.txn_version(self.uri(ROLLUP_CLIENT_1H), f"{ROLLUP_APP}/{ROLLUP_CLIENT_1H}")
-        prefixes, prefix_version = self.valid_prefixes(hours, done)
-        hour, minute = F.date_format("bucket_start", _HOUR), F.date_format("bucket_start", _MINUTE)
-        low = min(prefixes.get(h, f"{h}:00") for h in hours)
-        within = ("bucket_start", _bucket_start(low), _bucket_start(hours[-1]) + timedelta(hours=1))
-        rows = self.lake.read(
-            self.uri(ROLLUP_CLIENT_1M), version, partitions=("bucket_hour", hours), within=within
-        )
-        assert rows is not None  # it has a version
+    def client_hours(self, version: int, hours: list[str]) -> DataFrame:
+        """The 1-hour client rows of these (closed) hours, from all their 1-minute rows."""
+        rows = self.read(ROLLUP_CLIENT_1M, version, ("bucket_hour", hours))
         columns = [name for name in rollup_schema("client", "1m").names if name != PARTITION_OF["1m"]]
-        numbers_only = self.numbers_only(*_span(hours))
-        rows = rows.select(*columns)
-        for h in hours:
-            how = (
-                f"its prefix before {prefixes[h][11:]} and the minutes after"
-                if h in prefixes
-                else "every minute"
-            )
-            self.progress(f"{ROLLUP_CLIENT_1H}: {h} from {how}")
-        if prefixes:
-            rows = rows.where(F.coalesce(minute >= _by_hour(hour, prefixes), F.lit(True)))
-            closed = self.lake.read(self.uri(ROLLUP_CLIENT_1H_PREFIX), prefix_version)
-            assert closed is not None  # it was there
-            rows = closed.where(hour.isin(list(prefixes))).select(*columns).unionByName(rows)
-        if version > done:  # not a forced recompute alone: this run's prefixes follow the new rows
-            ends = self.prefix_ends(hours, prefixes)
-            closed_rows = rows.where(hour.isin(list(ends)) & (minute < _by_hour(hour, ends)))
-            through = F.to_timestamp(_by_hour(hour, ends), "yyyy-MM-dd'T'HH:mm").alias("through")
-            prefix_rows = client_rollup(closed_rows, "1h", numbers_only=numbers_only) if ends else None
-            prefix_rows = None if prefix_rows is None else prefix_rows.select("*", through)
-            self.next_prefixes = (version, prefix_rows)
-        return client_rollup(rows, "1h", numbers_only=numbers_only)
-
-    def prefix_ends(self, hours: list[str], prefixes: Mapping[str, str]) -> dict[str, str]:
-        """Where each hour's next prefix ends: ``OPEN_MINUTES`` before the newest minute written in it,
-        and not before its current prefix's end (which it extends); hours whose prefix would be empty
-        have none."""
-        ends = {}
-        for h in hours:
-            if h not in self.changed:
-                continue
-            end = (_bucket_start(self.changed[h][-1]) - timedelta(minutes=OPEN_MINUTES)).strftime(
-                "%Y-%m-%dT%H:%M"
-            )
-            end = max(end, prefixes.get(h, end))
-            if end > f"{h}:00" and end.startswith(h):
-                ends[h] = end
-        return ends
-
-    def write_prefixes(self) -> None:
-        """Replace the prefix table with the prefixes ``client_hours_of_minutes`` prepared, as of the
-        1-minute table's version it read (its ``txn``), once ``rollup_client_1h`` has that version."""
-        if self.next_prefixes is None:
-            return
-        version, rows = self.next_prefixes
-        self.next_prefixes = None
-        uri = self.uri(ROLLUP_CLIENT_1H_PREFIX)
-        table = self.lake.table(uri)
-        held = [] if table is None else [p[PARTITION_OF["1h"]] for p in table.partitions()]
-        if rows is None and not held:
-            return  # nothing to write or to remove: the prefix table stays behind, and is not used
-        if rows is None:
-            rows = self.lake.spark.createDataFrame(
-                [], from_arrow_schema(PREFIX_SCHEMA, prefer_timestamp_ntz=False)
-            )
-        dates = sorted({*held, *(h[:10] for h in self.changed)})
-        self.lake.write(
-            rows,
-            uri,
-            schema=PREFIX_SCHEMA,
-            partition_by=[PARTITION_OF["1h"]],
-            app_id=_PREFIX_APP,
-            version=version,
-            replace=[{PARTITION_OF["1h"]: d} for d in dates],
-        )
+        rows = rows.where(F.date_format("bucket_start", _HOUR).isin(hours)).select(*columns)
+        return client_rollup(rows, "1h", numbers_only=self.numbers_only(*_span(hours)))
 
     def entity_hours(self, version: int, hours: list[str]) -> DataFrame:
         """The 1-hour entity rows of these hours, from their client rows."""
@@ -580,9 +508,10 @@ class _RollupRun:
                     ROLLUP_CLIENT_1H,
                     rollup_schema("client", "1h"),
                     "1h",
-                    self.hours_of_client_minutes,
-                    self.client_hours_of_minutes,
+                    _hours_of("bucket_start"),
+                    self.client_hours,
                     by="hour",
+                    closed_only=True,
                 ),
                 ROLLUP_CLIENT_1M,
             ),
@@ -605,6 +534,7 @@ class _RollupRun:
                     _hours_of("bucket_start"),
                     self.entity_hours,
                     by="hour",
+                    closed_only=True,
                 ),
                 ROLLUP_CLIENT_1H,
             ),
@@ -612,8 +542,7 @@ class _RollupRun:
 
     def refresh_metrics(self, forced: list[str], pool: ThreadPoolExecutor) -> None:
         """The 1-minute client rows first; then the 1-hour client rows (and the 1-hour entity rows
-        after them) beside the 1-minute entity rows, which follow only the 1-minute client rows; the
-        hour prefixes are written beside the 1-hour entity rows."""
+        after them) beside the 1-minute entity rows, which follow only the 1-minute client rows."""
         (client_1m, points), (client_1h, minutes), (entity_1m, _), (entity_1h, hours) = self.metric_steps()
 
         def refresh(step: _Step, source: str) -> None:
@@ -622,9 +551,7 @@ class _RollupRun:
         refresh(client_1m, points)
         beside = pool.submit(inheritable_thread_target(self.lake.spark)(refresh), entity_1m, minutes)
         refresh(client_1h, minutes)
-        prefixes = pool.submit(inheritable_thread_target(self.lake.spark)(self.write_prefixes))
         refresh(entity_1h, hours)
-        prefixes.result()
         beside.result()
 
     def refresh_activity(self, forced: list[str]) -> None:
@@ -659,6 +586,7 @@ class _RollupRun:
             _hours_of("bucket_start"),
             self.activity_hours,
             by="hour",
+            closed_only=True,
         )
         self.refresh(hours, self.uri(minutes.table), f"{ROLLUP_APP}/{hours.table}", forced)
 
@@ -670,14 +598,17 @@ def run_rollup(
     lookback_s: int = DEFAULT_LOOKBACK_S,
     since: datetime | None = None,
     decode: bool = True,
+    now: datetime | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> RollupReport:
     """Decode what bronze gained, then bring the six gold tables (``spark_jobs.tables``'
-    ``ROLLUP_TABLES`` and ``ACTIVITY_TABLES``) up to date."""
+    ``ROLLUP_TABLES`` and ``ACTIVITY_TABLES``) up to date; ``now`` (the wall clock unless given)
+    decides which hours are closed."""
     report = RollupReport()
+    started = now or datetime.now(UTC)
     if decode:
         report.decode = run_decode(lake, data_root, progress=progress)
-    run = _RollupRun(lake, data_root, lookback_s, since, progress, report)
+    run = _RollupRun(lake, data_root, lookback_s, since, progress, report, started)
     forced = run.forced_hours()
     # the activity tables and the metric tables read nothing of each other: Spark runs their jobs
     # side by side (most of a small run's time is per-job latency, which then overlaps)

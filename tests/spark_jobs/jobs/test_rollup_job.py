@@ -12,16 +12,21 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+from pyspark.sql import SparkSession
 
 from exporters import TelemetryPush
 from spark_jobs.jobs import rollup as rollup_job
 from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
 from spark_jobs.tables import ACTIVITY_TABLES, ROLLUP_TABLES
+from spark_jobs.views import NAMESPACE, OPEN_HOURS, register_views
 from tests.support.fleet import START_MS, context, kafka_pushes, land, sdk_pushes
-from tests.support.gold import assert_gold_matches_reference
+from tests.support.gold import assert_gold_matches_reference, assert_same_rows
 
 pytestmark = pytest.mark.spark
+
+HOUR_22 = datetime(2026, 11, 21, 22, tzinfo=UTC)
+"""The hour of the fleet's first pushes (``START_MS``, 22:26:40)."""
 
 
 def _rows(uri: str) -> list[dict[str, Any]]:
@@ -82,7 +87,7 @@ def test_decode_and_rollup_match_an_independent_computation(lake: DeltaLake, tmp
     kinds = {r["metric_kind"] for r in _rows(str(tmp_path / "metric_points"))}
     assert kinds == {"sum", "gauge", "histogram", "exponential_histogram", "summary"}
     assert assert_gold_matches_reference(tmp_path) > 100
-    entity = _rows(str(tmp_path / "rollup_entity_1h"))
+    entity = _rows(str(tmp_path / "rollup_entity_1m"))  # carol's SDK pushes are of this hour: not closed
     assert {r["quota_entity"] for r in entity} == {f"client-id=,user={u}" for u in ("alice", "bob", "carol")}
 
 
@@ -242,39 +247,70 @@ def test_since_recomputes_every_bucket_from_then_on_without_moving_the_watermark
     assert_gold_matches_reference(tmp_path)
 
 
-def test_an_hour_in_progress_merges_its_prefix_of_closed_minutes_with_the_open_ones(
+def _hours(root: Path, table: str) -> list[str]:
+    return sorted({r["bucket_start"].strftime("%Y-%m-%dT%H") for r in _rows(str(root / table))})
+
+
+def test_an_hour_is_written_once_closed_and_until_then_its_view_merges_its_minutes(
+    spark: SparkSession, lake: DeltaLake, tmp_path: Path
+) -> None:
+    """Pushes every minute from 21:50 to 22:09, rolled up at 22:15: hour 21 is closed (more than
+    CLOSE_AFTER past its end) and written; hour 22 is not, and the 1-hour views show it merged from its
+    minutes. A run at 23:05 with nothing new writes hour 22 (closed since), the very rows the views
+    showed; a late push into hour 22 then recomputes that hour alone."""
+    start = HOUR_22 - timedelta(minutes=10)
+    pushes = kafka_pushes(clients=2, pushes=20, interval_ms=60_000, start_ms=int(start.timestamp() * 1000))
+    land(pushes, str(tmp_path))
+    run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(minutes=15))
+    for table in OPEN_HOURS:
+        assert _hours(tmp_path, table) == ["2026-11-21T21"], table
+    register_views(lake, str(tmp_path))
+    shown = {t: spark.sql(f"SELECT * FROM {NAMESPACE}.{t}").toArrow().to_pylist() for t in OPEN_HOURS}
+    for table, rows in shown.items():
+        assert {r["bucket_start"].hour for r in rows} == {21, 22}, table
+    report = run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(hours=1, minutes=5))
+    assert {t.table for t in report.tables} == set(OPEN_HOURS)  # nothing new but the closed hour
+    for table in OPEN_HOURS:
+        assert _hours(tmp_path, table) == ["2026-11-21T21", "2026-11-21T22"], table
+        assert_same_rows(shown[table], _rows(str(tmp_path / table)), table)
+    assert_gold_matches_reference(tmp_path)
+    late_ms = int((HOUR_22 + timedelta(minutes=5, seconds=30)).timestamp() * 1000)
+    late = kafka_pushes(clients=1, pushes=1, start_ms=late_ms, seed=99)
+    land(late, str(tmp_path))
+    report = run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(hours=1, minutes=6))
+    touched = {t.table: t.partitions for t in report.tables}
+    assert touched["rollup_client_1h"] == touched["rollup_entity_activity_1h"] == ["2026-11-21T22"]
+    assert_gold_matches_reference(tmp_path)
+
+
+def test_the_rows_of_an_open_hour_an_earlier_version_wrote_go_until_the_hour_closes(
     lake: DeltaLake, tmp_path: Path
 ) -> None:
-    """Clients pushing every minute, rolled up minute by minute: once an hour has minutes before the
-    open ones, its 1-hour rows come from the prefix the last run left and the minutes after it, and
-    equal the reference; a late point in a closed minute recomputes the whole hour."""
-    pushes = kafka_pushes(clients=4, pushes=6, interval_ms=60_000)
-    late = pushes.pop(3 * 6 + 1)  # client 3's push of minute 1
-    said: list[str] = []
-    _minute_by_minute(lake, tmp_path, pushes, range(6), said)
-    assert "rollup_client_1h: 2026-11-21T22 from its prefix before 22:28 and the minutes after" in said, said
-    assert DeltaTable(str(tmp_path / "rollup_client_1h_prefix")).version() > 0
-    assert_gold_matches_reference(tmp_path)
-    said.clear()
-    land([late], str(tmp_path))
-    run_rollup(lake, str(tmp_path), progress=said.append)
-    assert "rollup_client_1h: 2026-11-21T22 from every minute" in said, said
+    """An earlier version of the job wrote the hour in progress every minute (upgrades): the first run
+    that finds a 1-hour table holding an open hour removes its rows (the views show it from its
+    minutes), and the run that finds it closed writes it."""
+    land(kafka_pushes(clients=2, pushes=6, interval_ms=60_000), str(tmp_path))
+    run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(hours=2))  # as if written while open
+    run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(minutes=40))
+    for table in OPEN_HOURS:
+        assert _hours(tmp_path, table) == [], table
+    run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(hours=1, minutes=2))
+    for table in OPEN_HOURS:
+        assert _hours(tmp_path, table) == ["2026-11-21T22"], table
     assert_gold_matches_reference(tmp_path)
 
 
-def test_a_crash_before_the_prefix_is_written_recomputes_the_hour_from_every_minute(
+def test_a_run_that_dies_before_the_1_hour_tables_writes_the_closed_hour_next_time(
     lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pushes = kafka_pushes(clients=2, pushes=7, interval_ms=60_000)
-    _minute_by_minute(lake, tmp_path, pushes, range(5))
-    _crash_on_writes_to("rollup_client_1h_prefix", monkeypatch)
+    land(pushes, str(tmp_path))
+    _crash_on_writes_to("rollup_client_1h", monkeypatch)
     with pytest.raises(OSError, match="died"):
-        _minute_by_minute(lake, tmp_path, pushes, range(5, 6))
+        run_rollup(lake, str(tmp_path))
     monkeypatch.undo()
-    said: list[str] = []
-    _minute_by_minute(lake, tmp_path, pushes, range(6, 7), said)
-    # the 1-hour table moved on without the prefix: the prefix left before is not used
-    assert "rollup_client_1h: 2026-11-21T22 from every minute" in said, said
+    run_rollup(lake, str(tmp_path))
+    assert _hours(tmp_path, "rollup_client_1h") == ["2026-11-21T22"]
     assert_gold_matches_reference(tmp_path)
 
 
