@@ -268,14 +268,15 @@ def test_a_batch_answered_too_late_is_sent_again_and_lands_once(
 def test_a_sink_throttling_the_forwarder_is_waited_out_and_everything_lands_once(
     kafka_oracle: KafkaOracle, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The forwarder's own request quota (0.5% of a thread's time) holds it after a request: the sink
-    answers 429 with ``Retry-After``; the plugin waits that long and sends the same batch again."""
+    """The forwarder's own request quota (0.01% of a thread's time: any request takes more) holds it
+    after a request: the sink answers 429 with ``Retry-After``; the plugin waits that long (at most a
+    quota window) and sends the same batch again."""
     workdir = tmp_path_factory.mktemp("plugin-throttled")
     extra = (
         "server: {max_otlp_hold_delay_ms: 0}\n"
         "client_quotas:\n"
         f"  - entity: {{user: {FORWARDER.removeprefix('User:')}}}\n"
-        "    quotas: {request_percentage: 0.5}\n"
+        "    quotas: {request_percentage: 0.01}\n"
     )
     jmx_port = free_port()
     with trusting_sink(workdir / "sink", extra) as sink:
