@@ -34,7 +34,7 @@ from loadgen import (
     client_identity,
 )
 
-__all__ = ["START_MS", "FleetSpec", "land_fleet"]
+__all__ = ["START_MS", "FleetSpec", "fleet_pushes", "land_fleet"]
 
 START_MS = 1_795_300_000_000
 """2026-11-21T22:26:40Z"""
@@ -117,7 +117,7 @@ class _Instance:
         return TelemetryPush(context, data.SerializeToString())
 
 
-def _pushes(spec: FleetSpec, rounds: range | None = None) -> Iterator[TelemetryPush]:
+def fleet_pushes(spec: FleetSpec, rounds: range | None = None) -> Iterator[TelemetryPush]:
     """Every push of the fleet (of the push ``rounds`` only, the others made and dropped, so that the
     series go on as if they had been landed), in the order they arrive."""
     rng = random.Random(spec.seed)
@@ -141,7 +141,7 @@ async def _land(
     exporter = DeltaLandingExporter(table_uri, writer_id="bench-r1", max_batch_rows=commit_rows)
     await exporter.start()
     try:
-        pushes = _pushes(spec, rounds)
+        pushes = fleet_pushes(spec, rounds)
         while chunk := list(islice(pushes, commit_rows)):
             results = await asyncio.gather(*(exporter.export(p) for p in chunk))
             if set(results) != {ExportResult.SUCCESS}:

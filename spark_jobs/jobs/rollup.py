@@ -37,7 +37,8 @@ After the decode, the activity tables and the metric tables are refreshed side b
 each submitting its own Spark jobs), and so are the 1-hour and the 1-minute entity rollups once the
 1-minute client rollup is done: each table still follows only its own sources, in the same order.
 A ``rollup_client_1h_prefix`` table that an earlier version of the job kept is no longer read or
-written.
+written. Last, the run compacts the bronze shards that have gathered many small files
+(``jobs.upkeep``), so that what it reads of them next stays small.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from spark_jobs.jobs.decode import DecodeReport, lag_s, run_decode
+from spark_jobs.jobs.upkeep import COMPACT_AT_FILES, Compaction, compact_bronze
 from spark_jobs.lake import Clustering, DeltaLake, PartitionFilter
 from spark_jobs.tables import (
     BRONZE_PUSHES,
@@ -129,6 +131,8 @@ class TableReport:
 class RollupReport:
     decode: DecodeReport = field(default_factory=DecodeReport)
     tables: list[TableReport] = field(default_factory=list)
+    compactions: list[Compaction] = field(default_factory=list)
+    """The bronze shards the run compacted at its end (``jobs.upkeep``)."""
     lag_s: float | None = None
     """At the run's end, how far the tables are behind the newest landed push (``decode.lag_s``)."""
 
@@ -599,10 +603,12 @@ def run_rollup(
     since: datetime | None = None,
     decode: bool = True,
     now: datetime | None = None,
+    compact_at_files: int = COMPACT_AT_FILES,
     progress: Callable[[str], None] = lambda _: None,
 ) -> RollupReport:
     """Decode what bronze gained, then bring the six gold tables (``spark_jobs.tables``'
-    ``ROLLUP_TABLES`` and ``ACTIVITY_TABLES``) up to date; ``now`` (the wall clock unless given)
+    ``ROLLUP_TABLES`` and ``ACTIVITY_TABLES``) up to date, then compact the bronze shards that hold
+    ``compact_at_files`` small files or more (``jobs.upkeep``); ``now`` (the wall clock unless given)
     decides which hours are closed."""
     report = RollupReport()
     started = now or datetime.now(UTC)
@@ -616,5 +622,8 @@ def run_rollup(
         activity = pool.submit(inheritable_thread_target(lake.spark)(run.refresh_activity), forced)
         run.refresh_metrics(forced, pool)
         activity.result()
+    report.compactions = compact_bronze(
+        data_root, storage_options=lake.storage_options, at_files=compact_at_files, progress=progress
+    )
     report.lag_s = lag_s(lake, data_root)
     return report

@@ -2,10 +2,13 @@
 
 ``telemetry-sink rollup [--once | --every SECONDS] [--since TIME]`` decodes what the bronze tables
 gained and brings the gold rollups up to date (``jobs.rollup``), once or every ``SECONDS`` until
-SIGTERM/SIGINT (a run in progress finishes first). Progress goes to stderr, one line per step; each
-run ends with a JSON summary on stdout. A run that fails (storage, Spark) is reported in one line on
-stderr: ``--once`` then exits 1, ``--every`` tries again at the next period (a failed run leaves every
-table consistent, and the next one catches up).
+SIGTERM/SIGINT (a run in progress finishes first). ``--every`` keeps a fixed rate on the wall clock
+(``next_run_at``): runs start ``RUN_DELAY_S`` past each multiple of ``SECONDS``, so with 60 each run
+starts just after a minute ends, and a run that overruns skips the starts it missed rather than
+drifting or bunching. Progress goes to stderr, one line per step; each run ends with a JSON summary on
+stdout. A run that fails (storage, Spark) is reported in one line on stderr: ``--once`` then exits 1,
+``--every`` tries again at the next period (a failed run leaves every table consistent, and the next
+one catches up).
 
 ``telemetry-sink dashboard [--from T] [--to T] [--out FILE.html] [--serve --port P]`` renders the
 dashboard (``spark_jobs.dashboards``) of a window (default: the last 24 hours) into one offline HTML
@@ -27,12 +30,13 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
 import threading
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
@@ -49,11 +53,21 @@ if TYPE_CHECKING:
     from spark_jobs.session import SparkSettings
     from spark_jobs.sql_server import SqlServerSettings
 
-__all__ = ["add_arguments", "parse_since"]
+__all__ = ["RUN_DELAY_S", "add_arguments", "next_run_at", "parse_since"]
 
 log = logging.getLogger(__name__)
 
 DASHBOARD_SPAN: Final = timedelta(days=1)
+RUN_DELAY_S: Final = 5.0
+"""How long after each multiple of ``--every`` a run starts (a quarter of the period if that is less):
+the pushes of the minute just ended are in a sink's next group commit, 200 ms later, by then."""
+
+
+def next_run_at(now: float, every: float) -> float:
+    """When the next ``--every`` run starts (seconds since the epoch): the first time after ``now``
+    that is ``RUN_DELAY_S`` (at most a quarter of ``every``) past a multiple of ``every``."""
+    delay = min(RUN_DELAY_S, every / 4)
+    return (math.floor((now - delay) / every) + 1) * every + delay
 
 
 def parse_since(text: str) -> datetime:
@@ -117,7 +131,13 @@ def _add_rollup(rollup: argparse.ArgumentParser) -> None:
     )
     when = rollup.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="one run, then exit (the default)")
-    when.add_argument("--every", type=float, metavar="SECONDS", help="a run every SECONDS until stopped")
+    when.add_argument(
+        "--every",
+        type=float,
+        metavar="SECONDS",
+        help="a run every SECONDS until stopped, at a fixed rate: each starts a few seconds past a "
+        "multiple of SECONDS on the clock (the first at once)",
+    )
     rollup.add_argument(
         "--since",
         type=parse_since,
@@ -146,6 +166,7 @@ def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
         "tables": {
             t.table: {"source_version": t.source_version, "partitions": t.partitions} for t in report.tables
         },
+        "compacted": [asdict(c) for c in report.compactions],
     }
 
 
@@ -247,7 +268,7 @@ def _rollup_runs(args: argparse.Namespace, lake: DeltaLake, stop: threading.Even
         else:
             print(json.dumps(_summary(report, time.monotonic() - started)), flush=True)
             since = None  # a recompute from a time is done once
-        if args.every is None or stop.wait(args.every):
+        if args.every is None or stop.wait(max(0.0, next_run_at(time.time(), args.every) - time.time())):
             return 0
 
 

@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 from spark_jobs.tables import ACTIVITY_TABLES, ROLLUP_TABLES
-from telemetry_sink.commands.spark import parse_since
+from telemetry_sink.commands.spark import RUN_DELAY_S, next_run_at, parse_since
 from tests.support.fleet import kafka_pushes, land
 
 pytestmark = pytest.mark.spark
@@ -29,7 +30,13 @@ def test_rollup_every_runs_until_sigterm_and_reports_each_run(tmp_path: Path) ->
     )
     try:
         assert process.stdout is not None
-        first = json.loads(process.stdout.readline())
+        with ThreadPoolExecutor(1) as reader:  # a deadline: a run that keeps failing prints no summary
+            line = reader.submit(process.stdout.readline)
+            try:
+                first = json.loads(line.result(timeout=300))
+            finally:
+                if not line.done():
+                    process.kill()  # which ends the readline
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=120)
     finally:
@@ -39,6 +46,7 @@ def test_rollup_every_runs_until_sigterm_and_reports_each_run(tmp_path: Path) ->
     assert first["points"] > 0
     assert first["lag_s"] == 0  # nothing landed while it ran
     assert first["quarantined"] == 0
+    assert first["compacted"] == []  # one commit: nothing to compact
     assert set(first["tables"]) == {*ROLLUP_TABLES, *ACTIVITY_TABLES}
     assert "rollup_client_1m: recomputing" in stderr
     assert "stopping after this run" in stderr
@@ -57,6 +65,22 @@ def test_rollup_refuses_bad_options_with_a_clear_message() -> None:
     )
     assert done.returncode == 2
     assert done.stderr.strip() == "telemetry-sink rollup: --every must be positive"
+
+
+@pytest.mark.parametrize(
+    ("now", "every", "expected"),
+    [
+        (600.0, 60.0, 600.0 + RUN_DELAY_S),  # just after a minute: this minute's start
+        (600.0 + RUN_DELAY_S, 60.0, 660.0 + RUN_DELAY_S),  # at a start: the next one
+        (659.0, 60.0, 660.0 + RUN_DELAY_S),
+        (727.5, 60.0, 780.0 + RUN_DELAY_S),  # a run that overran skips the start it missed
+        (10.2, 0.5, 10.625),  # a short period starts a quarter of it past each multiple
+    ],
+)
+def test_every_starts_runs_at_a_fixed_rate_past_each_multiple_of_the_period(
+    now: float, every: float, expected: float
+) -> None:
+    assert next_run_at(now, every) == pytest.approx(expected)
 
 
 def test_since_reads_iso_dates_and_times_as_utc_unless_told() -> None:

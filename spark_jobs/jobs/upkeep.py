@@ -1,0 +1,103 @@
+"""The rollup's upkeep of the bronze shards it reads: compaction at the pace the sinks write them.
+
+A sink replica under load commits a file to its bronze shard every 200 ms, about 18,000 an hour. Left
+to the daily ``telemetry-sink maintain``, a shard holds hundreds of thousands of files by the end of a
+day, and each snapshot load, question to its log and read of its rows grows with them. So each rollup
+run ends by compacting every bronze shard (``telemetry_pushes``, ``quota_samples``) that holds
+``COMPACT_AT_FILES`` files or more under ``COMPACT_TARGET_BYTES``: a shard then stays within a few
+thousand files at any hour, at the cost of rewriting what landed since its last compaction (and the one
+partly filled file of the day it joins). Vacuum stays with ``telemetry-sink maintain`` and its
+retention.
+
+It is ``exporters.maintain`` without the vacuum: delta-rs's OPTIMIZE, which commits beside the sinks'
+appends without conflicting with them, and a checkpoint of the version it wrote. Its commit changes no
+data: the decode reads past it (``spark_jobs.lake``: the files a rewrite replaced are read where they
+are). A compaction that fails (storage, or another ``maintain`` compacting the same files) leaves the
+shard as it was; it is reported and tried again by the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from exporters import list_shards, maintain
+from exporters.delta.schema import BRONZE_TABLES
+
+__all__ = ["COMPACT_AT_FILES", "COMPACT_TARGET_BYTES", "Compaction", "compact_bronze", "small_files"]
+
+log = logging.getLogger(__name__)
+
+COMPACT_AT_FILES: Final = 1_000
+"""How many small files a bronze shard gathers before a run compacts it: about three minutes of a sink
+replica committing every 200 ms, so a run a minute compacts a busy shard every few runs and a quiet one
+(a small fleet's few commits a minute) every few hours."""
+COMPACT_TARGET_BYTES: Final = 128 * 1024 * 1024
+"""The size compaction writes files up to; a file under it counts as small."""
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What one run's compaction did to one bronze shard (``error`` if it failed)."""
+
+    shard: str
+    small_files: int
+    files_removed: int = 0
+    files_added: int = 0
+    version: int | None = None
+    error: str | None = None
+
+
+def small_files(uri: str, storage_options: Mapping[str, str] | None = None) -> int:
+    """How many of the table's files are under ``COMPACT_TARGET_BYTES`` (its log's add actions, in
+    Arrow: no Python object per file)."""
+    table = DeltaTable(uri, storage_options=dict(storage_options) if storage_options else None)
+    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes")
+    return int(pc.sum(pc.less(sizes, COMPACT_TARGET_BYTES)).as_py() or 0)
+
+
+def compact_bronze(
+    data_root: str,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    at_files: int = COMPACT_AT_FILES,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[Compaction]:
+    """Compact (and checkpoint) each bronze shard under ``data_root`` that holds ``at_files`` small
+    files or more; what was done to each, in shard order."""
+    done = []
+    for table in BRONZE_TABLES:
+        for shard in list_shards(data_root, table, storage_options):
+            count = small_files(shard, storage_options)
+            if count < at_files:
+                continue
+            progress(f"{shard}: compacting {count} small files")
+            try:
+                report = maintain(
+                    shard,
+                    storage_options=storage_options,
+                    compact=True,
+                    checkpoint=True,
+                    vacuum=False,
+                    target_file_size=COMPACT_TARGET_BYTES,
+                )
+            except Exception as exc:  # storage faults surface as many types (OSError, DeltaError, ...)
+                log.warning("compaction of %s failed: %s", shard, exc)
+                done.append(Compaction(shard, count, error=(str(exc) or repr(exc)).splitlines()[0]))
+                continue
+            done.append(
+                Compaction(
+                    shard,
+                    count,
+                    report.files_removed_by_compaction,
+                    report.files_added_by_compaction,
+                    report.version_after,
+                )
+            )
+    return done

@@ -1,0 +1,98 @@
+"""The rollup's compaction of the bronze shards (``spark_jobs.jobs.upkeep``) on real Delta tables landed
+by the real exporter, one commit a batch as a sink lands them: a shard of many small files is compacted
+at the run's end, and the decode reads exactly the pushes it had not read, compaction or not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from exporters import TelemetryPush
+from spark_jobs.jobs import upkeep
+from spark_jobs.jobs.rollup import run_rollup
+from spark_jobs.jobs.upkeep import compact_bronze, small_files
+from spark_jobs.lake import DeltaLake
+from tests.support.fleet import START_MS, kafka_pushes, land
+from tests.support.gold import assert_gold_matches_reference
+
+pytestmark = pytest.mark.spark
+
+
+def _land_one_commit_each(pushes: list[TelemetryPush], root: Path, batch: int = 2) -> None:
+    for k in range(0, len(pushes), batch):
+        land(pushes[k : k + batch], str(root))
+
+
+def _shard(root: Path) -> str:
+    return str(root / "telemetry_pushes" / "r1")
+
+
+def _push_ids(root: Path) -> list[str]:
+    points = DeltaTable(str(root / "metric_points")).to_pyarrow_table(columns=["push_id"])
+    return [str(push_id) for push_id in points["push_id"].to_pylist()]
+
+
+def test_a_run_compacts_a_shard_of_many_small_files_and_decodes_every_push_once(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    first = kafka_pushes(clients=2, pushes=6)
+    later = kafka_pushes(clients=2, pushes=6, start_ms=START_MS + 600_000)
+    _land_one_commit_each(first, tmp_path)
+    files = len(DeltaTable(_shard(tmp_path)).file_uris())
+    assert files >= 6
+
+    report = run_rollup(lake, str(tmp_path), compact_at_files=files)
+
+    [compaction] = report.compactions
+    assert (compaction.shard, compaction.small_files, compaction.error) == (_shard(tmp_path), files, None)
+    assert (compaction.files_removed, compaction.files_added) == (files, 1)
+    assert len(DeltaTable(_shard(tmp_path)).file_uris()) == 1
+    assert DeltaTable(_shard(tmp_path)).version() == compaction.version
+
+    # new pushes land, and a compaction (another run's, or maintain's) folds them into one file with
+    # the pushes already decoded before the next run reads them
+    _land_one_commit_each(later, tmp_path)
+    [folded] = compact_bronze(str(tmp_path), at_files=2)
+    assert folded.files_added == 1
+    again = run_rollup(lake, str(tmp_path), compact_at_files=2)
+
+    assert again.compactions == []  # one file: nothing to do
+    ids = _push_ids(tmp_path)
+    assert len({*ids}) == len(first) + len(later)
+    assert again.decode.points == len(ids) - report.decode.points
+    assert_gold_matches_reference(tmp_path)
+
+
+def test_a_shard_with_fewer_small_files_than_the_threshold_is_left_alone(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    _land_one_commit_each(kafka_pushes(clients=2, pushes=3), tmp_path)
+    version = DeltaTable(_shard(tmp_path)).version()
+    files = small_files(_shard(tmp_path))
+
+    report = run_rollup(lake, str(tmp_path), compact_at_files=files + 1)
+
+    assert report.compactions == []
+    assert DeltaTable(_shard(tmp_path)).version() == version
+
+
+def test_a_failed_compaction_is_reported_and_the_next_run_compacts(
+    lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _land_one_commit_each(kafka_pushes(clients=2, pushes=4), tmp_path)
+
+    def failing(uri: str, **_: object) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(upkeep, "maintain", failing)  # the storage fault, where delta-rs would raise it
+    failed = run_rollup(lake, str(tmp_path), compact_at_files=2)
+    monkeypatch.undo()
+
+    [compaction] = failed.compactions
+    assert compaction.error == "No space left on device"
+    assert failed.decode.points > 0
+    assert_gold_matches_reference(tmp_path)
+    [retried] = run_rollup(lake, str(tmp_path), compact_at_files=2).compactions
+    assert (retried.error, retried.files_added) == (None, 1)
