@@ -4,16 +4,15 @@ A sink replica under load commits a file to its bronze shard every 200 ms, about
 to the daily ``telemetry-sink maintain``, a shard holds hundreds of thousands of files by the end of a
 day, and each snapshot load, question to its log and read of its rows grows with them. So each rollup
 run ends by compacting every bronze shard (``telemetry_pushes``, ``quota_samples``) that holds
-``COMPACT_AT_FILES`` files or more under ``COMPACT_TARGET_BYTES``: a shard then stays within a few
-thousand files at any hour, at the cost of rewriting what landed since its last compaction (and the one
-partly filled file of the day it joins). Vacuum stays with ``telemetry-sink maintain`` and its
-retention.
-
-It is ``exporters.maintain`` without the vacuum: delta-rs's OPTIMIZE, which commits beside the sinks'
-appends without conflicting with them, and a checkpoint of the version it wrote. Its commit changes no
-data: the decode reads past it (``spark_jobs.lake``: the files a rewrite replaced are read where they
-are). A compaction that fails (storage, or another ``maintain`` compacting the same files) leaves the
-shard as it was; it is reported and tried again by the next run.
+``COMPACT_AT_FILES`` files or more under ``COMPACT_TARGET_BYTES``: a shard then holds at most about
+that many data files at any hour (its log still grows with its commits: tombstones and commit files),
+at the cost of rewriting what landed since its last compaction (and the one partly filled file of the
+day it joins). Vacuum stays with ``telemetry-sink maintain`` and its retention. It is
+``exporters.maintain`` without the vacuum: delta-rs's OPTIMIZE, which commits beside the sinks' appends
+without conflicting with them, and a checkpoint of the version it wrote. Its commit changes no data:
+the decode reads past it (``spark_jobs.lake``: the files a rewrite replaced are read where they are). A
+compaction that fails (storage, or another ``maintain`` compacting the same files) leaves the shard as
+it was; it is reported and tried again by the next run.
 """
 
 from __future__ import annotations
