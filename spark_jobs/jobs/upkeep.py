@@ -7,8 +7,9 @@ run ends by compacting every bronze shard (``telemetry_pushes``, ``quota_samples
 ``COMPACT_AT_FILES`` files or more under ``COMPACT_TARGET_BYTES``: a shard then holds at most about
 that many data files at any hour (its log still grows with its commits: tombstones and commit files),
 at the cost of rewriting what landed since its last compaction (and the one partly filled file of the
-day it joins). Vacuum stays with ``telemetry-sink maintain`` and its retention. It is
-``exporters.maintain`` without the vacuum: delta-rs's OPTIMIZE, which commits beside the sinks' appends
+day it joins). Vacuum stays with ``telemetry-sink maintain`` and its retention.
+
+It is ``exporters.maintain`` without the vacuum: delta-rs's OPTIMIZE, which commits beside the sinks' appends
 without conflicting with them, and a checkpoint of the version it wrote. Its commit changes no data:
 the decode reads past it (``spark_jobs.lake``: the files a rewrite replaced are read where they are). A
 compaction that fails (storage, or another ``maintain`` compacting the same files) leaves the shard as
