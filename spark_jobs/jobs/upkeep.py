@@ -74,11 +74,12 @@ def compact_bronze(
     done = []
     for table in BRONZE_TABLES:
         for shard in list_shards(data_root, table, storage_options):
-            count = small_files(shard, storage_options)
-            if count < at_files:
-                continue
-            progress(f"{shard}: compacting {count} small files")
-            try:
+            count = 0
+            try:  # the run's tables are written: a shard it cannot read or compact is only reported
+                count = small_files(shard, storage_options)
+                if count < at_files:
+                    continue
+                progress(f"{shard}: compacting {count} small files")
                 report = maintain(
                     shard,
                     storage_options=storage_options,
