@@ -3,7 +3,8 @@
 ``Exporter`` (the interface) -> ``DeltaLandingExporter`` (group-committed bronze table),
 ``OtlpForwardingExporter`` (a downstream collector), ``LogExporter``, ``InMemoryExporter``;
 ``load_exporter`` finds one by entry point or dotted path, ``ChainExporter`` runs several;
-``QuotaSampleRecorder`` lands quota-sensor snapshots; ``maintain`` compacts, checkpoints and vacuums.
+``QuotaSampleRecorder`` lands quota-sensor snapshots; ``maintain`` compacts, checkpoints and vacuums,
+``expire_log`` expires a bronze log behind its reader.
 Their errors are one tree under ``ExporterError`` (``errors``).
 """
 
@@ -18,7 +19,7 @@ from exporters.base import (
 )
 from exporters.delta.appender import storage_option
 from exporters.delta.landing import DeltaLandingExporter
-from exporters.delta.maintenance import MaintenanceReport, maintain
+from exporters.delta.maintenance import MaintenanceReport, commit_time, expire_log, maintain
 from exporters.delta.quota_samples import QuotaSampleRecorder
 from exporters.delta.schema import QUOTA_SAMPLES_SCHEMA, TELEMETRY_PUSHES_SCHEMA, QuotaSample
 from exporters.delta.shards import (
@@ -53,8 +54,10 @@ __all__ = [
     "QuotaSample",
     "QuotaSampleRecorder",
     "TelemetryPush",
+    "commit_time",
     "default_replica_id",
     "delta_tables_under",
+    "expire_log",
     "is_delta_table",
     "list_shards",
     "load_exporter",

@@ -63,7 +63,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from exporters import delta_tables_under, is_delta_table
+from exporters import commit_time, delta_tables_under, is_delta_table
 from exporters.delta.object_store import arrow_filesystem, is_local, store_path
 from spark_jobs.errors import SparkJobError
 
@@ -217,13 +217,8 @@ class DeltaLake:
     def commit_time(self, uri: str, version: int) -> datetime | None:
         """When ``version`` of the table was committed: its log entry's modification time in the
         store (one metadata request, whatever the table's age), or None once the log no longer holds
-        it (cleaned up after a checkpoint)."""
-        fs, root = arrow_filesystem(uri, self.storage_options)
-        info = fs.get_file_info(f"{root.rstrip('/')}/_delta_log/{version:020d}.json")
-        if info.type != pafs.FileType.File or info.mtime is None:
-            return None
-        mtime: datetime = info.mtime
-        return mtime if mtime.tzinfo else mtime.replace(tzinfo=UTC)
+        it (expired)."""
+        return commit_time(uri, version, self.storage_options)
 
     def shards(self, uri: str) -> list[str]:
         """The Delta tables directly under ``uri`` (a sharded bronze table: one per sink replica),

@@ -41,7 +41,19 @@ log = logging.getLogger(__name__)
 TABLE_CONFIGURATION: Final = {
     # txn entries of writers that are gone are forgotten after a week
     "delta.setTransactionRetentionDuration": "interval 7 days",
+    # a loaded sink commits every 200 ms, ~1,500 log entries in 5 minutes, and each load of the table
+    # and each commit on a local file system lists them all (T3-13): the log keeps about 5 minutes of
+    # them, expired by the rollup once it has read past them (exporters.delta.maintenance.expire_log),
+    # never by the sink's own commits; a rollup that falls behind only delays the expiry
+    "delta.logRetentionDuration": "interval 5 minutes",
+    "delta.enableExpiredLogCleanup": "false",
+    # each checkpoint keeps the files a compaction replaced (the rollup compacts a busy shard every
+    # few minutes) for as long: 5 minutes, not Delta's week; vacuum still deletes none of those files
+    # before maintain's own retention (MIN_RETENTION_HOURS): it runs in full mode, by file age
+    "delta.deletedFileRetentionDuration": "interval 5 minutes",
 }
+"""What the appender sets on the tables it writes (the bronze tables): when it creates one, and on a
+table an earlier version created without them, the first time it opens it."""
 REOPEN_EVERY_COMMITS: Final = 100
 """A ``DeltaTable`` kept across commits and updated in place grows without bound in delta-rs (native
 memory, and slower commits): measured by ``benchmarks/push_path/soak.py``, +100% resident memory in 10
@@ -110,6 +122,7 @@ class DeltaAppender:
         self.reopen_every = reopen_every
         self._table: DeltaTable | None = None
         self._commits_since_open = 0
+        self._configured = False
         self._last_version = -1
         self._lock = threading.Lock()  # one append at a time: the proof assumes it
 
@@ -117,10 +130,28 @@ class DeltaAppender:
         """The table at its latest version, or None if it does not exist yet."""
         if self._commits_since_open >= self.reopen_every:
             self._table = None
-        if self._table is None:
+        opening = self._table is None
+        if opening:
             self._commits_since_open = 0
         self._table = latest(self._table, self.table_uri, self.storage_options)
+        if opening and self._table is not None and not self._configured:
+            self._configure(self._table)
         return self._table
+
+    def _configure(self, table: DeltaTable) -> None:
+        """Set what ``TABLE_CONFIGURATION`` sets on a table that lacks it (one metadata commit, once a
+        table); a failure (a compaction committing at the same time, say) is logged, and tried again
+        at the next opening."""
+        wanted = {key: self.configuration[key] for key in TABLE_CONFIGURATION}
+        have = table.metadata().configuration
+        missing = {key: value for key, value in wanted.items() if have.get(key) != value}
+        try:
+            if missing:
+                table.alter.set_table_properties(missing)
+                log.info("%s: table properties set: %s", self.table_uri, missing)
+            self._configured = True
+        except Exception as exc:  # storage faults and commit conflicts surface as many types
+            log.warning("%s: table properties %s not set: %s", self.table_uri, missing, exc)
 
     def committed_version(self) -> int:
         """The last ``txn`` version this appender committed, or -1."""

@@ -35,7 +35,7 @@ from spark_jobs.tables import (
 )
 from spark_jobs.transforms.decode_jvm import FUNCTIONS, decoded
 
-__all__ = ["DECODE_APP", "DecodeReport", "ShardReport", "lag_s", "run_decode"]
+__all__ = ["DECODE_APP", "DecodeReport", "ShardReport", "decoded_through", "lag_s", "run_decode"]
 
 log = logging.getLogger(__name__)
 
@@ -125,19 +125,26 @@ def run_decode(
     return report
 
 
+def decoded_through(lake: DeltaLake, data_root: str, shard: str) -> int:
+    """The bronze shard's version up to which both silver and the quarantine hold its pushes (-1:
+    none)."""
+    app_id = _app_id(shard)
+    return min(
+        lake.txn_version(table_uri(data_root, METRIC_POINTS), app_id),
+        lake.txn_version(table_uri(data_root, QUARANTINE), app_id),
+    )
+
+
 def lag_s(lake: DeltaLake, data_root: str) -> float | None:
     """How far behind the newest landed push silver is, in seconds (and so every gold table, at the
     end of a rollup run): per bronze shard, the commit time of its latest version less that of the
     newest version decoded (its first when none is), the largest of them; 0 when every shard is
     decoded through its latest; None when a commit time is no longer in a shard's log. One metadata
     request a shard and version, whatever the tables' age."""
-    silver = table_uri(data_root, METRIC_POINTS)
-    quarantine = table_uri(data_root, QUARANTINE)
     lag = 0.0
     for shard in lake.shards(table_uri(data_root, BRONZE_PUSHES)):
         latest = lake.version(shard)
-        app_id = _app_id(shard)
-        done = min(lake.txn_version(silver, app_id), lake.txn_version(quarantine, app_id))
+        done = decoded_through(lake, data_root, shard)
         if latest is None or done >= latest:
             continue
         newest, decoded = lake.commit_time(shard, latest), lake.commit_time(shard, max(done, 0))

@@ -37,8 +37,9 @@ After the decode, the activity tables and the metric tables are refreshed side b
 each submitting its own Spark jobs), and so are the 1-hour and the 1-minute entity rollups once the
 1-minute client rollup is done: each table still follows only its own sources, in the same order.
 A ``rollup_client_1h_prefix`` table that an earlier version of the job kept is no longer read or
-written. Last, the run compacts the bronze shards that have gathered many small files
-(``jobs.upkeep``), so that what it reads of them next stays small.
+written. Last, the run compacts the bronze shards that have gathered many small files and expires
+their logs behind what it has read of them (``jobs.upkeep``), so that what it reads of them next stays
+small.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from spark_jobs.jobs.decode import DecodeReport, lag_s, run_decode
+from spark_jobs.jobs.decode import DecodeReport, decoded_through, lag_s, run_decode
 from spark_jobs.jobs.upkeep import COMPACT_AT_FILES, Compaction, compact_bronze
 from spark_jobs.lake import Clustering, DeltaLake, PartitionFilter
 from spark_jobs.tables import (
@@ -578,8 +579,7 @@ class _RollupRun:
         for table, time_column in sources:
             step = dataclasses.replace(minutes, touched=_minutes_of(time_column))
             for shard in self.lake.shards(self.uri(table)):
-                name = shard.rstrip("/").rsplit("/", 1)[-1]
-                self.refresh(step, shard, f"{ROLLUP_APP}/{step.table}/{table}/{name}", activity_forced)
+                self.refresh(step, shard, _activity_app(table, shard), activity_forced)
                 activity_forced = []
         quarantine_step = dataclasses.replace(minutes, touched=_minutes_of("received_at"))
         self.refresh(quarantine_step, self.uri(QUARANTINE), f"{ROLLUP_APP}/{minutes.table}/{QUARANTINE}")
@@ -593,6 +593,18 @@ class _RollupRun:
             closed_only=True,
         )
         self.refresh(hours, self.uri(minutes.table), f"{ROLLUP_APP}/{hours.table}", forced)
+
+
+def _activity_app(table: str, shard: str) -> str:
+    """The ``txn`` app id under which the 1-minute activity table follows a bronze shard."""
+    return f"{ROLLUP_APP}/{ROLLUP_ENTITY_ACTIVITY_1M}/{table}/{shard.rstrip('/').rsplit('/', 1)[-1]}"
+
+
+def _read_through(lake: DeltaLake, data_root: str, table: str, shard: str) -> int:
+    """The bronze shard's version up to which every table the rollup keeps from it has read it: the
+    1-minute activity table, and for ``telemetry_pushes`` silver and the quarantine."""
+    activity = lake.txn_version(table_uri(data_root, ROLLUP_ENTITY_ACTIVITY_1M), _activity_app(table, shard))
+    return min(activity, decoded_through(lake, data_root, shard)) if table == BRONZE_PUSHES else activity
 
 
 def run_rollup(
@@ -623,7 +635,11 @@ def run_rollup(
         run.refresh_metrics(forced, pool)
         activity.result()
     report.compactions = compact_bronze(
-        data_root, storage_options=lake.storage_options, at_files=compact_at_files, progress=progress
+        data_root,
+        storage_options=lake.storage_options,
+        at_files=compact_at_files,
+        read_through=functools.partial(_read_through, lake, data_root),
+        progress=progress,
     )
     report.lag_s = lag_s(lake, data_root)
     return report

@@ -5,9 +5,15 @@ to the daily ``telemetry-sink maintain``, a shard holds hundreds of thousands of
 day, and each snapshot load, question to its log and read of its rows grows with them. So each rollup
 run ends by compacting every bronze shard (``telemetry_pushes``, ``quota_samples``) that holds
 ``COMPACT_AT_FILES`` files or more under ``COMPACT_TARGET_BYTES``: a shard then holds at most about
-that many data files at any hour (its log still grows with its commits: tombstones and commit files),
-at the cost of rewriting what landed since its last compaction (and the one partly filled file of the
-day it joins). Vacuum stays with ``telemetry-sink maintain`` and its retention.
+that many data files at any hour, at the cost of rewriting what landed since its last compaction (and
+the one partly filled file of the day it joins). Vacuum stays with ``telemetry-sink maintain`` and its
+retention.
+
+Then the run expires the compacted shard's log (``exporters.expire_log``): the entries older than the
+shard's ``delta.logRetentionDuration`` (5 minutes, set by the sink), once every watermark the rollup
+keeps in the shard (the decode's, the activity table's) is past them. With the checkpoint's tombstones
+kept as long (``delta.deletedFileRetentionDuration``), what each load of a busy shard reads stays a few
+minutes' worth of commits, whatever the shard's age.
 
 It is ``exporters.maintain`` without the vacuum: delta-rs's OPTIMIZE, which commits beside the sinks' appends
 without conflicting with them, and a checkpoint of the version it wrote. Its commit changes no data:
@@ -27,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from exporters import list_shards, maintain
+from exporters import expire_log, list_shards, maintain
 from exporters.delta.schema import BRONZE_TABLES
 
 __all__ = ["COMPACT_AT_FILES", "COMPACT_TARGET_BYTES", "Compaction", "compact_bronze", "small_files"]
@@ -51,6 +57,9 @@ class Compaction:
     files_removed: int = 0
     files_added: int = 0
     version: int | None = None
+    log_expired: bool = False
+    """Whether its log's expired entries were deleted (not while a watermark of the rollup's is behind
+    them)."""
     error: str | None = None
 
 
@@ -67,10 +76,13 @@ def compact_bronze(
     *,
     storage_options: Mapping[str, str] | None = None,
     at_files: int = COMPACT_AT_FILES,
+    read_through: Callable[[str, str], int] | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> list[Compaction]:
     """Compact (and checkpoint) each bronze shard under ``data_root`` that holds ``at_files`` small
-    files or more; what was done to each, in shard order."""
+    files or more, then expire its log behind ``read_through(table, shard)``, the version up to which
+    every reader of the shard has read (None: leave the logs alone); what was done to each, in shard
+    order."""
     done = []
     for table in BRONZE_TABLES:
         for shard in list_shards(data_root, table, storage_options):
@@ -92,6 +104,12 @@ def compact_bronze(
                 log.warning("compaction of %s failed: %s", shard, exc)
                 done.append(Compaction(shard, count, error=(str(exc) or repr(exc)).splitlines()[0]))
                 continue
+            expired = False
+            if read_through is not None:
+                try:
+                    expired = expire_log(shard, read_through(table, shard), storage_options=storage_options)
+                except Exception as exc:  # as above: the next compaction tries again
+                    log.warning("expiring the log of %s failed: %s", shard, exc)
             done.append(
                 Compaction(
                     shard,
@@ -99,6 +117,7 @@ def compact_bronze(
                     report.files_removed_by_compaction,
                     report.files_added_by_compaction,
                     report.version_after,
+                    expired,
                 )
             )
     return done

@@ -1,4 +1,5 @@
-"""Compaction, checkpoints and vacuum, also while the sink writes; the retention floor (F12)."""
+"""Compaction, checkpoints and vacuum, also while the sink writes; the retention floor (F12); the bronze
+log expired behind its reader."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import helm_python as helm
@@ -14,10 +16,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction
 
 from exporters import DeltaLandingExporter, ExportResult, maintain
-from exporters.delta.maintenance import MIN_RETENTION_HOURS, RetentionTooShortError
+from exporters.delta.maintenance import (
+    MIN_RETENTION_HOURS,
+    RetentionTooShortError,
+    expire_log,
+    log_retention,
+    may_expire_log,
+)
 from telemetry_sink.cli import main
 from tests.support.otlp import push
 from tests.support.paths import REPO
@@ -149,3 +158,66 @@ async def test_maintenance_is_safe_while_the_sink_writes(tmp_path: Path) -> None
     assert errors == []
     landed = DeltaTable(str(table)).to_pyarrow_table().column("push_id").to_pylist()
     assert sorted(landed) == sorted([f"before-{n}" for n in range(5)] + [f"during-{n}" for n in range(40)])
+
+
+def _age_log(table: Path, hours: float) -> None:
+    for entry in (table / "_delta_log").iterdir():
+        _age(entry, hours)
+
+
+def _loads(table: Path, version: int) -> bool:
+    try:
+        return DeltaTable(str(table), version=version).version() == version
+    except TableNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("text", "retention"),
+    [
+        (None, timedelta(days=30)),  # Delta's default
+        ("interval 1 hours", timedelta(hours=1)),
+        ("interval 1 hour", timedelta(hours=1)),
+        ("INTERVAL 90 minutes", timedelta(minutes=90)),
+        ("2 weeks", timedelta(weeks=2)),
+        ("interval 1 month", None),  # not a fixed length: never expired here
+        ("soon", None),
+    ],
+)
+def test_the_log_retention_is_read_as_delta_writes_it(text: str | None, retention: timedelta | None) -> None:
+    configuration = {} if text is None else {"delta.logRetentionDuration": text}
+    assert log_retention(configuration) == retention
+
+
+@pytest.mark.parametrize(
+    ("unread_age", "expires"),
+    [(None, True), (timedelta(minutes=1), True), (timedelta(minutes=56), False), (timedelta(hours=2), False)],
+)
+def test_a_log_is_expired_only_while_the_oldest_unread_commit_is_younger_than_the_retention(
+    unread_age: timedelta | None, expires: bool
+) -> None:
+    now = datetime(2026, 12, 6, 12, tzinfo=UTC)
+    first_unread = None if unread_age is None else now - unread_age
+    assert may_expire_log(first_unread, timedelta(hours=1), now) is expires
+
+
+async def test_a_bronze_log_is_expired_behind_its_reader_only(tmp_path: Path) -> None:
+    """Twelve commits, compacted and checkpointed, two hours old; then three new ones. A reader that
+    has read through the checkpoint lets the old entries go and still loads what it read through; one
+    that has read only the first five keeps the log whole."""
+    table = tmp_path / "telemetry_pushes"
+    await _land(table, 12)
+    checkpointed = maintain(str(table), vacuum=False).version_after
+    _age_log(table, 2)
+    await _land(table, 3, writer_id="later")
+    newest = DeltaTable(str(table)).version()
+
+    assert expire_log(str(table), 5) is False
+    assert _loads(table, 0)
+
+    assert expire_log(str(table), checkpointed) is True
+    assert not _loads(table, 0)
+    assert not (table / "_delta_log" / f"{0:020d}.json").exists()
+    assert _loads(table, checkpointed)
+    assert _loads(table, newest)
+    assert len(DeltaTable(str(table)).to_pyarrow_table()) == 15

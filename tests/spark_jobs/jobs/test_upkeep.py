@@ -1,9 +1,12 @@
 """The rollup's compaction of the bronze shards (``spark_jobs.jobs.upkeep``) on real Delta tables landed
 by the real exporter, one commit a batch as a sink lands them: a shard of many small files is compacted
-at the run's end, and the decode reads exactly the pushes it had not read, compaction or not."""
+at the run's end, and the decode reads exactly the pushes it had not read, compaction or not; the log
+is expired behind what every table has read of the shard."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,44 @@ def test_a_failed_compaction_is_reported_and_the_next_run_compacts(
     assert_gold_matches_reference(tmp_path)
     [retried] = run_rollup(lake, str(tmp_path), compact_at_files=2).compactions
     assert (retried.error, retried.files_added) == (None, 1)
+
+
+def _age_log(shard: str, hours: float) -> None:
+    """Make every log entry of the shard ``hours`` old (the fake clock: log expiry reads the store's
+    modification times)."""
+    then = time.time() - hours * 3600
+    for entry in (Path(shard) / "_delta_log").iterdir():
+        os.utime(entry, (then, then))
+
+
+def test_a_shards_log_is_expired_only_behind_what_every_table_has_read_of_it(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    shard = _shard(tmp_path)
+    first = kafka_pushes(clients=2, pushes=4)
+    _land_one_commit_each(first, tmp_path)
+    [compacted] = run_rollup(lake, str(tmp_path), compact_at_files=2).compactions
+    _age_log(shard, 2)  # the shard's log retention is an hour (the sink's setting)
+
+    # a run that does not decode compacts what landed since, but silver has not read the old
+    # compaction's commit: the log stays whole
+    second = kafka_pushes(clients=2, pushes=4, start_ms=START_MS + 600_000)
+    _land_one_commit_each(second, tmp_path)
+    [kept] = run_rollup(lake, str(tmp_path), decode=False, compact_at_files=2).compactions
+    assert (kept.error, kept.log_expired) == (None, False)
+    assert (Path(shard) / "_delta_log" / f"{0:020d}.json").exists()
+
+    # a run that reads it all expires the old entries, and keeps what it read through loadable
+    third = kafka_pushes(clients=2, pushes=4, start_ms=START_MS + 1_200_000)
+    _land_one_commit_each(third, tmp_path)
+    points = len(_push_ids(tmp_path))
+    last = run_rollup(lake, str(tmp_path), compact_at_files=2)
+    [expired] = last.compactions
+    assert (expired.error, expired.log_expired) == (None, True)
+    assert not (Path(shard) / "_delta_log" / f"{0:020d}.json").exists()
+    assert DeltaTable(shard, version=compacted.version).version() == compacted.version
+
+    ids = _push_ids(tmp_path)
+    assert len({*ids}) == len(first) + len(second) + len(third)
+    assert last.decode.points == len(ids) - points > 0
+    assert_gold_matches_reference(tmp_path)
