@@ -39,6 +39,8 @@ from exporters.errors import ExporterError
 
 __all__ = [
     "DEFAULT_RETENTION_HOURS",
+    "EXPIRY_MARGIN",
+    "LOG_RETENTION_DEFAULT",
     "MIN_RETENTION_HOURS",
     "MaintenanceReport",
     "RetentionTooShortError",

@@ -21,6 +21,7 @@ from deltalake.transaction import AddAction
 
 from exporters import DeltaLandingExporter, ExportResult, maintain
 from exporters.delta.maintenance import (
+    EXPIRY_MARGIN,
     MIN_RETENTION_HOURS,
     RetentionTooShortError,
     expire_log,
@@ -191,7 +192,13 @@ def test_the_log_retention_is_read_as_delta_writes_it(text: str | None, retentio
 
 @pytest.mark.parametrize(
     ("unread_age", "expires"),
-    [(None, True), (timedelta(minutes=1), True), (timedelta(minutes=56), False), (timedelta(hours=2), False)],
+    [
+        (None, True),
+        (timedelta(minutes=1), True),
+        (timedelta(hours=1) - EXPIRY_MARGIN - timedelta(seconds=1), True),
+        (timedelta(hours=1) - EXPIRY_MARGIN + timedelta(seconds=1), False),  # within the margin
+        (timedelta(hours=2), False),
+    ],
 )
 def test_a_log_is_expired_only_while_the_oldest_unread_commit_is_younger_than_the_retention(
     unread_age: timedelta | None, expires: bool
