@@ -378,7 +378,7 @@ class DeltaLake:
 
     def write(
         self,
-        frame: DataFrame,
+        frame: DataFrame | None,
         uri: str,
         *,
         schema: pa.Schema,
@@ -392,7 +392,8 @@ class DeltaLake:
         """Commit ``frame`` as batch ``version`` of ``app_id``: appended, or replacing every row of
         the ``replace`` partitions (which need not all have new rows), or every row whose
         ``replace_rows`` column holds one of its timestamps (``frame`` holds only such rows); written
-        ``clustered`` by a column, when given. False,
+        ``clustered`` by a column, when given. ``frame`` None: no rows (a batch that only moves the
+        ``txn``, or only removes rows), committed without a Spark job on the bridge. False,
         writing nothing, if the table already has that batch. The table is created with ``schema``
         if it does not exist."""
         existing = self.table(uri)
@@ -402,11 +403,13 @@ class DeltaLake:
             if committed is not None and committed >= version:
                 log.info("%s already has batch %d of %s: nothing to write", uri, version, app_id)
                 return False
-        frame = frame.select(*(f"`{name}`" for name in schema.names))
         max_file_rows = None
-        if clustered is not None:
-            column, max_file_rows = clustered
-            frame = frame.sortWithinPartitions(*partition_by, column)  # the write sorts by partition anyway
+        if frame is not None:
+            frame = frame.select(*(f"`{name}`" for name in schema.names))
+            if clustered is not None:
+                column, max_file_rows = clustered
+                # the write sorts by partition anyway
+                frame = frame.sortWithinPartitions(*partition_by, column)
         batch = _Batch(schema, tuple(partition_by), app_id, version, replace, replace_rows, max_file_rows)
         self.storage.commit(frame, uri, batch, existing)
         return True
@@ -432,9 +435,9 @@ class LakeStorage(Protocol):
     ) -> DataFrame | None:
         """``DeltaLake.read``."""
 
-    def commit(self, frame: DataFrame, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
-        """Write ``frame`` (in the batch's schema) and commit it as ``batch`` in one Delta
-        transaction; ``existing`` is the table before (None if there was none)."""
+    def commit(self, frame: DataFrame | None, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
+        """Write ``frame`` (in the batch's schema; None: no rows) and commit it as ``batch`` in one
+        Delta transaction; ``existing`` is the table before (None if there was none)."""
 
 
 class ConnectorStorage:
@@ -460,7 +463,10 @@ class ConnectorStorage:
             frame = frame.where((F.col(column) >= F.lit(low)) & (F.col(column) < F.lit(high)))
         return frame
 
-    def commit(self, frame: DataFrame, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
+    def commit(self, frame: DataFrame | None, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
+        if frame is None:
+            schema = from_arrow_schema(batch.schema, prefer_timestamp_ntz=False)
+            frame = self.lake.spark.createDataFrame([], schema)
         writer = (
             frame.write.format("delta")
             .partitionBy(*batch.partition_by)
@@ -502,8 +508,11 @@ class BridgeStorage:
             files = [f for f in files if f.rsplit("/", 1)[-1] in names]
         return self.lake.read_files(uri, files, self.lake.arrow_schema(table))
 
-    def commit(self, frame: DataFrame, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
+    def commit(self, frame: DataFrame | None, uri: str, batch: _Batch, existing: DeltaTable | None) -> None:
         fs, root = arrow_filesystem(uri, self.storage_options)
+        if frame is None:
+            self._commit_files(fs, root, uri, batch, [])
+            return
         if not is_local(uri):
             written = self._write_with_arrow(frame, uri, batch)
             self._commit_files(fs, root, uri, batch, written)

@@ -177,8 +177,11 @@ def _decode_range(
             report.points = _written(
                 lake, silver, _commit(lake, _points(rows), silver, app_id, until, silver=True)
             )
-            quarantined = _commit(lake, _quarantined(rows), quarantine, app_id, until, silver=False)
-            report.quarantined = _written(lake, quarantine, quarantined)
+            # counted in the cached rows: a batch with nothing to quarantine (the usual one) is a
+            # commit of its txn alone, not a Spark write
+            failed = _quarantined(rows)
+            [[report.quarantined]] = failed.select(F.count("reason")).collect()
+            _commit(lake, failed if report.quarantined else None, quarantine, app_id, until, silver=False)
         finally:
             rows.unpersist()
         targets = []
@@ -209,10 +212,11 @@ def _quarantined(rows: DataFrame) -> DataFrame:
 
 
 def _commit(
-    lake: DeltaLake, rows: DataFrame, uri: str, app_id: str, until: int, *, silver: bool
+    lake: DeltaLake, rows: DataFrame | None, uri: str, app_id: str, until: int, *, silver: bool
 ) -> tuple[int, int] | None:
-    """Commit ``rows`` to silver (clustered by time) or to the quarantine as batch ``until`` of
-    ``app_id``; the versions before and after the commit, None if the table had the batch already."""
+    """Commit ``rows`` (None: none) to silver (clustered by time) or to the quarantine as batch
+    ``until`` of ``app_id``; the versions before and after the commit, None if the table had the
+    batch already."""
     before = lake.version(uri)
     if not lake.write(
         rows,

@@ -59,7 +59,6 @@ import pyarrow as pa
 from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from spark_jobs.jobs.decode import DecodeReport, decoded_through, lag_s, run_decode
 from spark_jobs.jobs.upkeep import COMPACT_AT_FILES, Compaction, compact_bronze
@@ -162,6 +161,7 @@ def _distinct(frame: DataFrame, column: str) -> list[str]:
     return sorted(row[0] for row in frame.select(column).distinct().collect() if row[0] is not None)
 
 
+_END_OF_TIME: Final = datetime(9999, 12, 31, tzinfo=UTC)
 STATS_KEYS: Final = 180
 """At most how many buckets ``_Added.keys`` takes from the Delta log's statistics before it reads the
 rows instead."""
@@ -216,6 +216,20 @@ class _Added:
         rows = self.rows()
         text = _MINUTE if unit == "minute" else _HOUR
         return [] if rows is None else _distinct(rows.select(F.date_format(column, text).alias("k")), "k")
+
+    def follow_the_rest(self, column: str) -> bool:
+        """Whether every added row's timestamp ``column`` is later than every row the table held at
+        ``after``, by the Delta log's statistics (False where they cannot tell): rows that arrive in
+        order."""
+        actions = self.lake.added_actions(self.uri, self.after, self.until)
+        if self.after < 0 or not actions:
+            return False
+        earliest = [action.get(f"min.{column}") for action in actions]
+        known = [t if t.tzinfo else t.replace(tzinfo=UTC) for t in earliest if isinstance(t, datetime)]
+        if len(known) < len(earliest):
+            return False
+        low = min(known)
+        return not self.lake.holds(self.uri, (column, low, _END_OF_TIME), self.after)
 
 
 @dataclass(frozen=True)
@@ -276,13 +290,8 @@ def _refresh(
         app_id, version = f"{app_id}/since", int(time.time() * 1000)
     else:
         version = latest
-    rows = (
-        step.compute(latest, chosen)
-        if chosen
-        else lake.spark.createDataFrame([], from_arrow_schema(step.schema, prefer_timestamp_ntz=False))
-    )
     lake.write(
-        rows,
+        step.compute(latest, chosen) if chosen else None,
         target,
         schema=step.schema,
         partition_by=[PARTITION_OF[step.width]],
@@ -380,11 +389,15 @@ class _RollupRun:
     def minutes_of_points(self, added: _Added) -> list[str]:
         """A point changes its own minute, and the minute of the next point of its series (whose
         delta starts from it) if that comes within ``lookback_s`` (``following_minutes``, over the
-        points from the earliest added minute on: for points that arrive in order, only the added
-        ones)."""
+        points from the earliest added minute on). When the added points are all later than every
+        point silver held before (``_Added.follow_the_rest``: in order, a warm session's every
+        minute), the next point of each is an added one, so their own minutes are all: no job."""
         own = added.keys("time", "minute")
         if not own:
             return []
+        if added.follow_the_rest("time"):
+            self.progress(f"{ROLLUP_CLIENT_1M}: the new points follow every earlier one (no later minute)")
+            return own
         earliest = _bucket_start(own[0])
         last = _bucket_start(own[-1][:13]) + timedelta(seconds=self.lookback_s + 60)
         hours = [

@@ -53,7 +53,7 @@ def _ids(uri: str) -> dict[str, list[int]]:
     return {day: sorted(ids) for day, ids in out.items()}
 
 
-def _write(lake: DeltaLake, frame: DataFrame, uri: str, version: int, **kwargs: object) -> bool:
+def _write(lake: DeltaLake, frame: DataFrame | None, uri: str, version: int, **kwargs: object) -> bool:
     return lake.write(
         frame,
         uri,
@@ -105,6 +105,18 @@ def test_a_batch_already_committed_is_not_written_twice(
     assert not _write(lake, frame, uri, 6)  # an older batch
     assert DeltaTable(uri).version() == version
     assert _ids(uri) == {"2026-11-22": [1]}
+
+
+def test_a_batch_of_no_rows_commits_its_txn_alone_and_creates_the_table(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    assert _write(lake, None, uri, 3)
+    table = DeltaTable(uri)
+    assert (table.file_uris(), table.transaction_version("test-job")) == ([], 3)
+    assert table.metadata().partition_columns == ["day"]
+    assert not _write(lake, None, uri, 3)
+    assert DeltaTable(uri).version() == table.version()
 
 
 def test_replacing_partitions_swaps_exactly_their_rows_in_one_commit(

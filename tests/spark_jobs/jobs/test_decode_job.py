@@ -95,3 +95,17 @@ def test_the_lag_is_how_far_silver_is_behind_the_newest_landed_push(lake: DeltaL
     os.utime(log / f"{newest:020d}.json", (at + 90, at + 90))
     assert decode_job.lag_s(lake, str(tmp_path)) == pytest.approx(90, abs=0.01)
     assert run_rollup(lake, str(tmp_path)).lag_s == 0
+
+
+def test_a_batch_with_nothing_to_quarantine_moves_the_quarantines_watermark_without_a_file(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    land(kafka_pushes(clients=2, pushes=2), str(tmp_path), replica="r1")
+    report = decode_job.run_decode(lake, str(tmp_path))
+    assert (report.quarantined, report.points > 0) == (0, True)
+    quarantine = DeltaTable(str(tmp_path / "decode_quarantine"))
+    assert quarantine.file_uris() == []
+    shard = str(tmp_path / "telemetry_pushes" / "r1")
+    latest = DeltaTable(shard).version()
+    assert quarantine.transaction_version(f"{DECODE_APP}/r1") == latest
+    assert decode_job.decoded_through(lake, str(tmp_path), shard) == latest

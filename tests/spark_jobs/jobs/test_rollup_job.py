@@ -147,7 +147,9 @@ def test_a_late_point_recomputes_its_minute_and_the_minute_of_the_next_point_of_
     land(pushes, str(tmp_path))
     run_rollup(lake, str(tmp_path))
     land([late], str(tmp_path))
-    report = run_rollup(lake, str(tmp_path))
+    said: list[str] = []
+    report = run_rollup(lake, str(tmp_path), progress=said.append)
+    assert not any("follow every earlier one" in s for s in said), said
     touched = {t.table: t.partitions for t in report.tables}
     late_at = datetime.fromtimestamp(late.context.received_ms / 1000, UTC)
     minutes = [(late_at + timedelta(minutes=k)).strftime("%Y-%m-%dT%H:%M") for k in (0, 1)]
@@ -174,6 +176,8 @@ def test_a_new_minute_finds_previous_points_in_the_recent_files_unless_a_series_
     )
     run_rollup(lake, str(tmp_path), progress=said.append)
     assert any("previous points from the 120 s before the minutes" in s for s in said), said
+    # every new point is later than every earlier one: no later minute is looked for
+    assert any("the new points follow every earlier one" in s for s in said), said
     assert_gold_matches_reference(tmp_path)
     said.clear()
     newcomer = kafka_pushes(clients=5, pushes=8, interval_ms=60_000)[4 * 8 + 7]  # client 4, minute 7
