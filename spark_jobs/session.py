@@ -14,7 +14,8 @@ top of what the caller passes, the session gets the settings the Delta tables ne
 - the project's jar (``spark_jobs.jvm``: the JVM decoder) added to ``spark.jars`` when it was built;
 - with the Delta Spark connector (``delta_connector``: ``auto`` uses it when a ``delta-spark`` jar is
   among ``spark.jars`` or in Spark's own jars folder), its SQL extension (before any the caller
-  names) and catalog.
+  names) and catalog, and on a ``local`` master one task a core for each replay of a table's log
+  (``DELTA_SNAPSHOT_PARTITIONS``).
 
 Spark's own log noise is kept out of the way: the JVM logs through ``log4j2.properties`` next to this
 module (warnings and errors of Spark only, on stderr), unless the caller passes its own
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_MASTER",
     "DELTA_CATALOG",
     "DELTA_EXTENSION",
+    "DELTA_SNAPSHOT_PARTITIONS",
     "SparkSettings",
     "local_cores",
     "shuffle_partitions",
@@ -82,6 +84,12 @@ _DEFAULTS: Final = {
 SHUFFLE_PARTITIONS_PER_CORE: Final = 4
 """A ``local`` session's shuffle partitions per core it runs (8 on ``local[2]``, the figure the
 benchmarks were tuned with): a few tasks a core, so that a skewed one does not leave a core idle."""
+
+DELTA_SNAPSHOT_PARTITIONS: Final = "spark.databricks.delta.snapshotPartitions"
+"""The connector's tasks per replay of a table's log (its default: 50). A ``local`` session gets one a
+core unless set: 50 tiny tasks on two cores made each snapshot of a small table a job of seconds, and
+a rollup on the connector two to four times slower (benchmarks/README.md, "The connector in the
+tests' session"); on a cluster the default stays."""
 
 LOCAL_DRIVER_MEMORY: Final = "4g"
 """The heap of a ``local`` session unless ``spark.driver.memory`` says otherwise: Spark's 1 GiB made
@@ -185,6 +193,9 @@ def spark_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.config("spark.sql.extensions", ",".join([DELTA_EXTENSION, *extensions])).config(
             "spark.sql.catalog.spark_catalog", DELTA_CATALOG
         )
+        cores = local_cores(settings.master)
+        if cores is not None and DELTA_SNAPSHOT_PARTITIONS not in settings.settings:
+            builder = builder.config(DELTA_SNAPSHOT_PARTITIONS, str(cores))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

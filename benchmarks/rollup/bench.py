@@ -49,6 +49,7 @@ import argparse
 import functools
 import gc
 import json
+import os
 import platform
 import shutil
 import tempfile
@@ -66,6 +67,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
+from artifacts import classpath
 from benchmarks.rollup.accounting import CpuSnapshot, CpuTracker, StageTiming, stage_profile
 from benchmarks.rollup.decode_micro import parse_and_read
 from benchmarks.rollup.fleet import FleetSpec, land_fleet
@@ -301,16 +303,21 @@ def spark_run(args: argparse.Namespace, workdir: Path, data_root: str, points: i
     tracker = CpuTracker()
     session_started = time.perf_counter()
     try:
+        if args.delta_connector == "on":  # the jars setup fetched (artifacts/delta-spark)
+            settings["spark.jars"] = classpath("delta-spark").replace(os.pathsep, ",")
         spark = spark_session(
             SparkSettings(
-                master=args.master, app_name="rollup-bench", settings=settings, delta_connector="off"
+                master=args.master,
+                app_name="rollup-bench",
+                settings=settings,
+                delta_connector=args.delta_connector,
             )
         )
     except BaseException:
         tracker.close()
         raise
     out: dict[str, Any] = {"session_start_s": time.perf_counter() - session_started}
-    lake = DeltaLake(spark)
+    lake = DeltaLake(spark, connector=args.delta_connector == "on")
     phases = Phases(spark, tracker)
     try:
         if args.warmup_instances:
@@ -455,6 +462,12 @@ def main() -> None:
         default=[],
         metavar="spark.KEY=VALUE",
         help="a Spark setting (repeatable)",
+    )
+    parser.add_argument(
+        "--delta-connector",
+        choices=("on", "off"),
+        default="off",
+        help="the lake's storage path: the Delta Spark connector or the delta-rs bridge (default off)",
     )
     parser.add_argument("--warmup-instances", type=int, default=200, help="warm-up fleet (0: none)")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each ceiling (the best counts)")
@@ -615,6 +628,7 @@ def report(args: argparse.Namespace, r: dict[str, Any], spark: dict[str, Any], d
                 "deltalake": deltalake.__version__,
                 "protobuf": google.protobuf.__version__,
                 "master": args.master,
+                "delta_connector": args.delta_connector,
                 "instances": args.instances,
                 "pushes_per_instance": args.pushes,
                 "commit_rows": args.commit_rows,

@@ -4,8 +4,8 @@ cold ``telemetry-sink rollup --once`` in a JVM of its own; prints each one's job
 summary's ``seconds``) and wall time, the ratio connector / bridge, and checks that every silver and
 gold table holds the same rows (exit 1 if not).
 
-Not in ``make test``: the two cold JVMs took five minutes there beside the other tests (issue 36 asks
-for the connector path in CI; affordable once the tests' shared session can load the connector).
+The cold case only: ``make test`` compares the two paths in the tests' shared session
+(``tests/spark_jobs/test_connector.py``), and ``bench.py --delta-connector on`` times the warm one.
 
 Run: ``.venv/bin/python benchmarks/rollup/connector.py [--clients 4 --pushes 6]``.
 """

@@ -8,6 +8,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs.session import (
+    DELTA_CATALOG,
+    DELTA_EXTENSION,
+    DELTA_SNAPSHOT_PARTITIONS,
     SparkSettings,
     delta_connector_jars,
     local_cores,
@@ -26,6 +29,10 @@ def test_the_session_has_the_settings_delta_tables_need(spark: SparkSession) -> 
     assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
     assert spark.sparkContext.master == "local[2]"  # the tests' own master, passed through
     assert conf.get("spark.sql.codegen.cache.maxEntries") == "1000"  # a warm session reuses its classes
+    # the tests' session loads the connector: its extension, its catalog, a log replay task a core
+    assert conf.get("spark.sql.extensions").split(",")[0] == DELTA_EXTENSION
+    assert conf.get("spark.sql.catalog.spark_catalog") == DELTA_CATALOG
+    assert conf.get(DELTA_SNAPSHOT_PARTITIONS) == "2"
 
 
 def test_shuffle_partitions_follow_the_cores_of_a_local_master_and_spark_on_a_cluster() -> None:
