@@ -30,7 +30,7 @@ def test_the_session_has_the_settings_delta_tables_need(spark: SparkSession) -> 
     assert spark.sparkContext.master == "local[2]"  # the tests' own master, passed through
     assert conf.get("spark.sql.codegen.cache.maxEntries") == "1000"  # a warm session reuses its classes
     # the tests' session loads the connector: its extension, its catalog, a log replay task a core
-    assert conf.get("spark.sql.extensions").split(",")[0] == DELTA_EXTENSION
+    assert str(conf.get("spark.sql.extensions")).split(",")[0] == DELTA_EXTENSION
     assert conf.get("spark.sql.catalog.spark_catalog") == DELTA_CATALOG
     assert conf.get(DELTA_SNAPSHOT_PARTITIONS) == "2"
 
