@@ -28,7 +28,9 @@ is the one place that chooses between them (``connector=``):
 
 Both paths answer ``txn_version`` and ``added_files`` through delta-rs, which reads tables written by
 either. Exactly once: a job writes batch ``version`` of ``app_id`` only if the table's ``txn`` for
-``app_id`` is below it, so a re-run commits nothing twice. One writer per ``app_id`` at a time.
+``app_id`` is below it, so a re-run commits nothing twice. One writer per ``app_id`` at a time. A
+bridge commit can carry the batches of several app ids at once (a table that follows every bronze
+shard takes all their new rows in one commit); a connector write carries one (``per_commit``).
 
 Incremental reads: ``added_files(uri, after, until)`` lists the data files that commits
 ``after + 1 .. until`` added, leaving out files that only rewrote data already there (``OPTIMIZE``:
@@ -48,7 +50,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -108,6 +110,8 @@ _HIVE_NULL: Final = "__HIVE_DEFAULT_PARTITION__"
 _STATS_STRING_MAX: Final = 32
 
 
+_Source = TypeVar("_Source")
+
 _SNAPSHOTS: Final = 64
 """How many table snapshots (a table at a version) a ``DeltaLake`` keeps loaded."""
 
@@ -118,12 +122,12 @@ class LakeError(SparkJobError):
 
 @dataclass(frozen=True)
 class _Batch:
-    """What one ``write`` commits: its rows' schema and partitioning, its ``txn``, what it replaces."""
+    """What one ``write`` commits: its rows' schema and partitioning, its ``txn``s (app id, batch
+    version), what it replaces."""
 
     schema: pa.Schema
     partition_by: tuple[str, ...]
-    app_id: str
-    version: int
+    txns: tuple[tuple[str, int], ...]
     replace: Sequence[Partition] | None
     replace_rows: RowFilter | None = None
     max_file_rows: int | None = None
@@ -383,26 +387,35 @@ class DeltaLake:
         *,
         schema: pa.Schema,
         partition_by: Sequence[str],
-        app_id: str,
-        version: int,
+        txns: Mapping[str, int],
         replace: Sequence[Partition] | None = None,
         replace_rows: RowFilter | None = None,
         clustered: Clustering | None = None,
     ) -> bool:
-        """Commit ``frame`` as batch ``version`` of ``app_id``: appended, or replacing every row of
-        the ``replace`` partitions (which need not all have new rows), or every row whose
+        """Commit ``frame`` as one batch of each app id of ``txns`` (app id -> batch version; more
+        than one where the storage commits several, ``per_commit``): appended, or replacing every
+        row of the ``replace`` partitions (which need not all have new rows), or every row whose
         ``replace_rows`` column holds one of its timestamps (``frame`` holds only such rows); written
         ``clustered`` by a column, when given. ``frame`` None: no rows (a batch that only moves the
-        ``txn``, or only removes rows), committed without a Spark job on the bridge. False,
-        writing nothing, if the table already has that batch. The table is created with ``schema``
-        if it does not exist."""
+        ``txn``, or only removes rows), committed without a Spark job on the bridge. False, writing
+        nothing, if the table already has the batch of every app id; ``LakeError`` if it has some of
+        them only (the rows of those would be there twice). The table is created with ``schema`` if
+        it does not exist."""
+        if not txns or (len(txns) > 1 and not self.storage.several_txns):
+            raise LakeError(f"{uri}: a commit of this storage carries one txn, not {len(txns)}")
         existing = self.table(uri)
         if existing is not None:
             self._check_layout(existing, uri, schema, partition_by)
-            committed = existing.transaction_version(app_id)
-            if committed is not None and committed >= version:
-                log.info("%s already has batch %d of %s: nothing to write", uri, version, app_id)
+            had = {
+                app for app, version in txns.items() if (existing.transaction_version(app) or -1) >= version
+            }
+            if had == set(txns):
+                log.info("%s already has batch %s: nothing to write", uri, dict(txns))
                 return False
+            if had:
+                raise LakeError(
+                    f"{uri} already has the batches of {sorted(had)} but not the others of {dict(txns)}"
+                )
         max_file_rows = None
         if frame is not None:
             frame = frame.select(*(f"`{name}`" for name in schema.names))
@@ -410,9 +423,17 @@ class DeltaLake:
                 column, max_file_rows = clustered
                 # the write sorts by partition anyway
                 frame = frame.sortWithinPartitions(*partition_by, column)
-        batch = _Batch(schema, tuple(partition_by), app_id, version, replace, replace_rows, max_file_rows)
+        batch = _Batch(schema, tuple(partition_by), tuple(txns.items()), replace, replace_rows, max_file_rows)
         self.storage.commit(frame, uri, batch, existing)
         return True
+
+    def per_commit(self, sources: Sequence[_Source]) -> list[list[_Source]]:
+        """``sources`` that a table follows (each with a ``txn`` of its own) grouped as the commits
+        that can carry their batches: one commit for all of them where the storage commits several
+        ``txn``s at once (the bridge), one each where it does not (the connector)."""
+        if self.storage.several_txns:
+            return [list(sources)] if sources else []
+        return [[source] for source in sources]
 
     def _check_layout(
         self, table: DeltaTable, uri: str, schema: pa.Schema, partition_by: Sequence[str]
@@ -430,6 +451,9 @@ class DeltaLake:
 class LakeStorage(Protocol):
     """A storage path of ``DeltaLake``: how it reads a table's rows and commits a batch."""
 
+    several_txns: bool
+    """Whether one commit can carry the ``txn`` of several app ids."""
+
     def read(
         self, uri: str, version: int | None, partitions: PartitionFilter | None, within: TimeRange | None
     ) -> DataFrame | None:
@@ -442,6 +466,8 @@ class LakeStorage(Protocol):
 
 class ConnectorStorage:
     """The Delta Spark connector's path: Spark reads and writes the tables itself."""
+
+    several_txns = False  # a write's txnAppId and txnVersion: one
 
     def __init__(self, lake: DeltaLake) -> None:
         self.lake = lake
@@ -470,8 +496,8 @@ class ConnectorStorage:
         writer = (
             frame.write.format("delta")
             .partitionBy(*batch.partition_by)
-            .option("txnAppId", batch.app_id)
-            .option("txnVersion", batch.version)
+            .option("txnAppId", batch.txns[0][0])
+            .option("txnVersion", batch.txns[0][1])
         )
         if batch.max_file_rows is not None:
             writer = writer.option("maxRecordsPerFile", batch.max_file_rows)
@@ -487,6 +513,8 @@ class ConnectorStorage:
 class BridgeStorage:
     """The delta-rs bridge's path: Spark (on a local disk) or pyarrow in the executors (on an object
     store) reads and writes the parquet files; delta-rs commits them (see the module docstring)."""
+
+    several_txns = True
 
     def __init__(self, lake: DeltaLake) -> None:
         self.lake = lake
@@ -560,7 +588,7 @@ class BridgeStorage:
                 schema=batch.schema,
                 partition_by=list(batch.partition_by) or None,
                 commit_properties=CommitProperties(
-                    app_transactions=[Transaction(batch.app_id, batch.version, now_ms)],
+                    app_transactions=[Transaction(app, version, now_ms) for app, version in batch.txns],
                     max_commit_retries=10,
                 ),
             )

@@ -3,17 +3,21 @@ and the pushes that do not decode -> ``decode_quarantine``.
 
 Incremental and exactly once, per bronze shard: the job remembers how far it got in each shard as the
 ``txn`` of app id ``telemetry-sink-decode/<shard>`` in each target table (the bronze version it
-decoded up to). A run reads only the rows the shard's commits added since (``DeltaLake.read_added``),
-decodes them (``transforms.decode_jvm``: in Spark's JVM, and in ``mapInArrow`` what that decoder leaves
-to ``transforms.decode``) and commits the points, then decodes again only
-the pushes that gave no point (those quarantined, and empty ones) and commits the quarantined ones; a
-small batch (``ONE_PASS_PUSHES``, an incremental run's) is decoded once and kept for both commits.
-Both commits carry the shard's new version as their batch. A re-run, or a run after a crash between the two
-commits, writes nothing twice: a table that already has the batch skips it.
+decoded up to). A run reads only the rows each shard's commits added since (``DeltaLake.read_added``),
+decodes the shards' new rows together (``transforms.decode_jvm``: in Spark's JVM, and in
+``mapInArrow`` what that decoder leaves to ``transforms.decode``) and commits the points, then decodes
+again only the pushes that gave no point (those quarantined, and empty ones) and commits the
+quarantined ones; a small batch (``ONE_PASS_PUSHES``, an incremental run's) is decoded once and kept
+for both commits. Each commit carries every shard's new version as its batch (one ``txn`` per shard,
+in one commit on the bridge; on the connector, which commits one ``txn`` at a time, a batch and its
+commits per shard). A re-run, or a run after a crash between the two commits, writes nothing twice: a
+table that already has the batch skips it, and a shard whose two tables disagree is brought level on
+its own first.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,26 +57,20 @@ DECODE_APP = "telemetry-sink-decode"
 
 @dataclass
 class ShardReport:
-    """What one run did with one bronze shard."""
+    """The bronze versions one run decoded of one shard."""
 
     shard: str
     from_version: int
     to_version: int
-    points: int = 0
-    quarantined: int = 0
 
 
 @dataclass
 class DecodeReport:
     shards: list[ShardReport] = field(default_factory=list)
-
-    @property
-    def points(self) -> int:
-        return sum(s.points for s in self.shards)
-
-    @property
-    def quarantined(self) -> int:
-        return sum(s.quarantined for s in self.shards)
+    points: int = 0
+    """The points the run wrote to silver (of every shard: they are decoded together)."""
+    quarantined: int = 0
+    """The pushes it quarantined."""
 
 
 def decode(bronze: DataFrame, *, jvm: bool = True) -> DataFrame:
@@ -87,42 +85,39 @@ def _app_id(shard: str) -> str:
     return f"{DECODE_APP}/{shard.rstrip('/').rsplit('/', 1)[-1]}"
 
 
+@dataclass(frozen=True)
+class _Range:
+    """Bronze versions ``after + 1 .. until`` of one shard, to be decoded as one batch."""
+
+    shard: str
+    after: int
+    until: int
+
+
 def run_decode(
     lake: DeltaLake, data_root: str, *, progress: Callable[[str], None] = lambda _: None
 ) -> DecodeReport:
-    """Decode what every bronze shard gained since the last run."""
+    """Decode what every bronze shard gained since the last run: the shards together, one commit to
+    each table carrying every shard's batch (``DeltaLake.per_commit``: one shard a commit on the
+    connector)."""
     silver = table_uri(data_root, METRIC_POINTS)
     quarantine = table_uri(data_root, QUARANTINE)
-    report = DecodeReport()
+    run = _DecodeRun(lake, silver, quarantine, progress)
+    level: list[_Range] = []
     for shard in lake.shards(table_uri(data_root, BRONZE_PUSHES)):
         latest = lake.version(shard)
         app_id = _app_id(shard)
         done = {silver: lake.txn_version(silver, app_id), quarantine: lake.txn_version(quarantine, app_id)}
         if latest is None or min(done.values()) >= latest:
             continue
-        # a crash between the two commits leaves one table behind: bring it level first
-        levels = sorted(set(done.values()))
-        steps = [(levels[0], levels[-1])] if len(levels) > 1 else []
-        steps.append((levels[-1], latest))
-        for after, until in steps:
-            if until <= after:
-                continue
-            progress(f"decode {shard}: bronze versions {after + 1}..{until}")
-            targets = [uri for uri, version in done.items() if version <= after]
-            shard_report = _decode_range(
-                lake,
-                shard,
-                after,
-                until,
-                targets=targets,
-                silver=silver,
-                quarantine=quarantine,
-                app_id=app_id,
-            )
-            report.shards.append(shard_report)
-            for uri in targets:
-                done[uri] = until
-    return report
+        behind, ahead = min(done.values()), max(done.values())
+        if behind < ahead:  # a crash between the two commits left one table behind: bring it level first
+            run.decode([_Range(shard, behind, ahead)], [uri for uri, v in done.items() if v == behind])
+        if ahead < latest:
+            level.append(_Range(shard, ahead, latest))
+    for ranges in lake.per_commit(level):
+        run.decode(ranges, [silver, quarantine])
+    return run.report
 
 
 def decoded_through(lake: DeltaLake, data_root: str, shard: str) -> int:
@@ -154,50 +149,59 @@ def lag_s(lake: DeltaLake, data_root: str) -> float | None:
     return lag
 
 
-def _decode_range(
-    lake: DeltaLake,
-    shard: str,
-    after: int,
-    until: int,
-    *,
-    targets: list[str],
-    silver: str,
-    quarantine: str,
-    app_id: str,
-) -> ShardReport:
-    report = ShardReport(shard, after + 1, until)
-    bronze = lake.read_added(shard, after, until)
-    if bronze is None:
-        return report
-    suspects = bronze
-    pushes = lake.added_rows(shard, after, until)
-    if set(targets) == {silver, quarantine} and pushes is not None and pushes <= ONE_PASS_PUSHES:
-        rows = decode(bronze).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            report.points = _written(
-                lake, silver, _commit(lake, _points(rows), silver, app_id, until, silver=True)
-            )
-            # counted in the cached rows: a batch with nothing to quarantine (the usual one) is a
-            # commit of its txn alone, not a Spark write
-            failed = _quarantined(rows)
-            [[report.quarantined]] = failed.select(F.count("reason")).collect()
-            _commit(lake, failed if report.quarantined else None, quarantine, app_id, until, silver=False)
-        finally:
-            rows.unpersist()
-        targets = []
-    if silver in targets:
-        # one pass decodes and writes the points (no cache: caching cost more than the decode)...
-        span = _commit(lake, _points(decode(bronze)), silver, app_id, until, silver=True)
-        report.points = _written(lake, silver, span)
-        written = None if span is None else lake.read_added(silver, *span)
-        if written is not None:  # ...and only the pushes that gave no point are decoded again
-            suspects = bronze.join(written.select("push_id").distinct(), "push_id", "left_anti")
-    if quarantine in targets:
-        span = _commit(lake, _quarantined(decode(suspects)), quarantine, app_id, until, silver=False)
-        report.quarantined = _written(lake, quarantine, span)
-    if report.quarantined:
-        log.warning("%s: %d pushes quarantined (see %s)", shard, report.quarantined, quarantine)
-    return report
+@dataclass
+class _DecodeRun:
+    """One run of the decode job: where it writes, and what it did."""
+
+    lake: DeltaLake
+    silver: str
+    quarantine: str
+    progress: Callable[[str], None]
+    report: DecodeReport = field(default_factory=DecodeReport)
+
+    def decode(self, ranges: list[_Range], targets: list[str]) -> None:
+        """Decode these shards' ranges as one batch into the ``targets`` (silver, the quarantine
+        or both), one commit each carrying every range's ``txn``."""
+        lake, silver, quarantine, report = self.lake, self.silver, self.quarantine, self.report
+        for r in ranges:
+            self.progress(f"decode {r.shard}: bronze versions {r.after + 1}..{r.until}")
+            report.shards.append(ShardReport(r.shard, r.after + 1, r.until))
+        parts = [frame for r in ranges if (frame := lake.read_added(r.shard, r.after, r.until)) is not None]
+        if not parts:
+            return
+        bronze = functools.reduce(DataFrame.unionByName, parts)
+        txns = {_app_id(r.shard): r.until for r in ranges}
+        counts = [lake.added_rows(r.shard, r.after, r.until) for r in ranges]
+        pushes = None if None in counts else sum(c for c in counts if c is not None)
+        points = quarantined = 0
+        suspects = bronze
+        if set(targets) == {silver, quarantine} and pushes is not None and pushes <= ONE_PASS_PUSHES:
+            rows = decode(bronze).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                points = _written(lake, silver, _commit(lake, _points(rows), silver, txns, silver=True))
+                # counted in the cached rows: a batch with nothing to quarantine (the usual one) is a
+                # commit of its txns alone, not a Spark write
+                failed = _quarantined(rows)
+                [[quarantined]] = failed.select(F.count("reason")).collect()
+                _commit(lake, failed if quarantined else None, quarantine, txns, silver=False)
+            finally:
+                rows.unpersist()
+            targets = []
+        if silver in targets:
+            # one pass decodes and writes the points (no cache: caching cost more than the decode)...
+            span = _commit(lake, _points(decode(bronze)), silver, txns, silver=True)
+            points = _written(lake, silver, span)
+            written = None if span is None else lake.read_added(silver, *span)
+            if written is not None:  # ...and only the pushes that gave no point are decoded again
+                suspects = bronze.join(written.select("push_id").distinct(), "push_id", "left_anti")
+        if quarantine in targets:
+            span = _commit(lake, _quarantined(decode(suspects)), quarantine, txns, silver=False)
+            quarantined = _written(lake, quarantine, span)
+        report.points += points
+        report.quarantined += quarantined
+        if quarantined:
+            shards = ", ".join(r.shard for r in ranges)
+            log.warning("%s: %d pushes quarantined (see %s)", shards, quarantined, quarantine)
 
 
 def _points(rows: DataFrame) -> DataFrame:
@@ -212,19 +216,18 @@ def _quarantined(rows: DataFrame) -> DataFrame:
 
 
 def _commit(
-    lake: DeltaLake, rows: DataFrame | None, uri: str, app_id: str, until: int, *, silver: bool
+    lake: DeltaLake, rows: DataFrame | None, uri: str, txns: dict[str, int], *, silver: bool
 ) -> tuple[int, int] | None:
-    """Commit ``rows`` (None: none) to silver (clustered by time) or to the quarantine as batch
-    ``until`` of ``app_id``; the versions before and after the commit, None if the table had the
-    batch already."""
+    """Commit ``rows`` (None: none) to silver (clustered by time) or to the quarantine as the
+    batches ``txns`` (app id -> bronze version); the versions before and after the commit, None if
+    the table had them already."""
     before = lake.version(uri)
     if not lake.write(
         rows,
         uri,
         schema=METRIC_POINTS_SCHEMA if silver else QUARANTINE_SCHEMA,
         partition_by=["date"],
-        app_id=app_id,
-        version=until,
+        txns=txns,
         clustered=("time", SILVER_FILE_ROWS) if silver else None,
     ):
         return None

@@ -44,7 +44,6 @@ small.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import math
@@ -258,26 +257,35 @@ def _refresh(
     lake: DeltaLake,
     data_root: str,
     step: _Step,
-    source: str,
-    app_id: str,
+    sources: Sequence[tuple[str, str]],
     *,
     forced: Sequence[str] = (),
     now: datetime,
     progress: Callable[[str], None],
 ) -> TableReport | None:
-    """Recompute and replace the buckets of ``step.table`` that ``source`` changed since the version
-    the table caught up with (its ``txn`` for ``app_id``), and those of the ``forced`` hours; of a
-    table of closed hours, only the closed ones (``_closed``)."""
+    """Recompute and replace the buckets of ``step.table`` that its ``sources`` (each a table and
+    the app id of the ``txn`` under which ``step.table`` follows it) changed since the version the
+    table caught up with, and those of the ``forced`` hours, in one commit that carries each changed
+    source's new version; of a table of closed hours (one source), only the closed ones
+    (``_closed``)."""
     target = table_uri(data_root, step.table)
-    latest = lake.version(source)
+    partitions = set(forced if step.by == "hour" else [f"{h}:{m:02d}" for h in forced for m in range(60)])
+    txns: dict[str, int] = {}
+    latest: int | None = None
+    for source, app_id in sources:
+        version = lake.version(source)
+        if version is None:
+            continue
+        latest = version if latest is None else latest
+        done = lake.txn_version(target, app_id)
+        if version > done:
+            partitions.update(step.touched(_Added(lake, source, done, version)))
+            txns[app_id] = version
     if latest is None:
         return None
-    done = lake.txn_version(target, app_id)
-    partitions = set(forced if step.by == "hour" else [f"{h}:{m:02d}" for h in forced for m in range(60)])
-    if latest > done:
-        partitions.update(step.touched(_Added(lake, source, done, latest)))
     stale: set[str] = set()
     if step.closed_only:
+        [(source, _)] = sources
         partitions, stale = _closed(lake, target, source, latest, partitions, now=now)
     if not partitions and not stale:
         return None
@@ -286,17 +294,14 @@ def _refresh(
         progress(f"{step.table}: recomputing {len(chosen)} {step.by}s ({chosen[0]} .. {chosen[-1]})")
     if stale:
         progress(f"{step.table}: removing the rows of {len(stale)} open hours ({', '.join(sorted(stale))})")
-    if latest <= done:  # only a forced recompute: replacing is idempotent, the watermark stays
-        app_id, version = f"{app_id}/since", int(time.time() * 1000)
-    else:
-        version = latest
+    if not txns:  # only a forced recompute: replacing is idempotent, the watermarks stay
+        txns = {f"{sources[0][1]}/since": int(time.time() * 1000)}
     lake.write(
         step.compute(latest, chosen) if chosen else None,
         target,
         schema=step.schema,
         partition_by=[PARTITION_OF[step.width]],
-        app_id=app_id,
-        version=version,
+        txns=txns,
         replace_rows=("bucket_start", [_bucket_start(k) for k in sorted({*chosen, *stale})]),
         clustered=step.clustered,
     )
@@ -362,13 +367,13 @@ class _RollupRun:
         assert frame is not None  # it has a version
         return frame
 
-    def refresh(self, step: _Step, source: str, app_id: str, forced: Sequence[str] = ()) -> None:
+    def refresh(self, step: _Step, sources: Sequence[tuple[str, str]], forced: Sequence[str] = ()) -> None:
+        """``_refresh``: ``step.table`` brought up to date with its ``sources`` (table, app id)."""
         done = _refresh(
             self.lake,
             self.data_root,
             step,
-            source,
-            app_id,
+            sources,
             forced=forced,
             now=self.now,
             progress=self.progress,
@@ -564,7 +569,7 @@ class _RollupRun:
         (client_1m, points), (client_1h, minutes), (entity_1m, _), (entity_1h, hours) = self.metric_steps()
 
         def refresh(step: _Step, source: str) -> None:
-            self.refresh(step, self.uri(source), f"{ROLLUP_APP}/{step.table}", forced)
+            self.refresh(step, [(self.uri(source), f"{ROLLUP_APP}/{step.table}")], forced)
 
         refresh(client_1m, points)
         beside = pool.submit(inheritable_thread_target(self.lake.spark)(refresh), entity_1m, minutes)
@@ -574,28 +579,30 @@ class _RollupRun:
 
     def refresh_activity(self, forced: list[str]) -> None:
         """The 1-minute activity table follows every shard of every bronze table (a watermark each)
-        and the quarantine, by the minute: the minutes a source gained rows in are recomputed from
-        every source; the 1-hour one follows the 1-minute one, by the hour."""
+        and the quarantine, by the minute: the minutes the sources gained rows in are recomputed
+        from every source, in one commit that moves every watermark (``DeltaLake.per_commit``: one
+        source a commit on the connector); the 1-hour one follows the 1-minute one, by the hour."""
+        time_column = {}
+        sources = []
+        for table, column in ((BRONZE_PUSHES, "received_at"), (BRONZE_QUOTA_SAMPLES, "sampled_at")):
+            for shard in self.lake.shards(self.uri(table)):
+                time_column[shard] = column
+                sources.append((shard, _activity_app(table, shard)))
+        quarantine = self.uri(QUARANTINE)
+        time_column[quarantine] = "received_at"
+        sources.append((quarantine, f"{ROLLUP_APP}/{ROLLUP_ENTITY_ACTIVITY_1M}/{QUARANTINE}"))
         minutes = _Step(
             ROLLUP_ENTITY_ACTIVITY_1M,
             activity_schema("1m"),
             "1m",
-            lambda added: [],
+            lambda added: added.keys(time_column[added.uri], "minute"),
             self.activity_minutes,
             by="minute",
         )
-        sources = [
-            (BRONZE_PUSHES, "received_at"),
-            (BRONZE_QUOTA_SAMPLES, "sampled_at"),
-        ]
-        activity_forced = forced  # recomputed with the first shard's minutes
-        for table, time_column in sources:
-            step = dataclasses.replace(minutes, touched=_minutes_of(time_column))
-            for shard in self.lake.shards(self.uri(table)):
-                self.refresh(step, shard, _activity_app(table, shard), activity_forced)
-                activity_forced = []
-        quarantine_step = dataclasses.replace(minutes, touched=_minutes_of("received_at"))
-        self.refresh(quarantine_step, self.uri(QUARANTINE), f"{ROLLUP_APP}/{minutes.table}/{QUARANTINE}")
+        activity_forced = forced  # recomputed with the first commit's minutes
+        for group in self.lake.per_commit(sources):
+            self.refresh(minutes, group, activity_forced)
+            activity_forced = []
         hours = _Step(
             ROLLUP_ENTITY_ACTIVITY_1H,
             activity_schema("1h"),
@@ -605,7 +612,7 @@ class _RollupRun:
             by="hour",
             closed_only=True,
         )
-        self.refresh(hours, self.uri(minutes.table), f"{ROLLUP_APP}/{hours.table}", forced)
+        self.refresh(hours, [(self.uri(minutes.table), f"{ROLLUP_APP}/{hours.table}")], forced)
 
 
 def _activity_app(table: str, shard: str) -> str:

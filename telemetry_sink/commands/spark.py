@@ -160,8 +160,7 @@ def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
         "points": report.decode.points,
         "quarantined": report.decode.quarantined,
         "bronze": [
-            {"shard": s.shard, "versions": [s.from_version, s.to_version], "points": s.points}
-            for s in report.decode.shards
+            {"shard": s.shard, "versions": [s.from_version, s.to_version]} for s in report.decode.shards
         ],
         "tables": {
             t.table: {"source_version": t.source_version, "partitions": t.partitions} for t in report.tables

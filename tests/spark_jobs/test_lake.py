@@ -59,8 +59,7 @@ def _write(lake: DeltaLake, frame: DataFrame | None, uri: str, version: int, **k
         uri,
         schema=SCHEMA,
         partition_by=["day"],
-        app_id="test-job",
-        version=version,
+        txns={"test-job": version},
         **kwargs,  # type: ignore[arg-type]
     )
 
@@ -117,6 +116,25 @@ def test_a_batch_of_no_rows_commits_its_txn_alone_and_creates_the_table(
     assert table.metadata().partition_columns == ["day"]
     assert not _write(lake, None, uri, 3)
     assert DeltaTable(uri).version() == table.version()
+
+
+def test_one_bridge_commit_carries_the_batches_of_several_app_ids_and_never_half_of_them_twice(
+    spark: SparkSession, lake: DeltaLake, connector_lake: DeltaLake, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    frame = _frame(spark, [(1, "2026-11-22")])
+    assert lake.write(frame, uri, txns={"a": 3, "b": 5}, schema=SCHEMA, partition_by=["day"])
+    table = DeltaTable(uri)
+    assert (table.transaction_version("a"), table.transaction_version("b")) == (3, 5)
+    assert not lake.write(frame, uri, txns={"a": 3, "b": 5}, schema=SCHEMA, partition_by=["day"])
+    with pytest.raises(LakeError, match="already has the batches of \\['a'\\]"):
+        lake.write(frame, uri, txns={"a": 3, "b": 6}, schema=SCHEMA, partition_by=["day"])
+    with pytest.raises(LakeError, match="carries one txn, not 2"):
+        connector_lake.write(frame, uri, txns={"a": 4, "b": 6}, schema=SCHEMA, partition_by=["day"])
+    assert DeltaTable(uri).version() == table.version()
+    assert _ids(uri) == {"2026-11-22": [1]}
+    assert lake.per_commit(["x", "y"]) == [["x", "y"]]
+    assert connector_lake.per_commit(["x", "y"]) == [["x"], ["y"]]
 
 
 def test_replacing_partitions_swaps_exactly_their_rows_in_one_commit(
@@ -197,8 +215,7 @@ def test_a_write_that_does_not_match_the_table_is_refused_before_anything_is_wri
             uri,
             schema=SCHEMA,
             partition_by=["day", "name"],  # not the table's
-            app_id="test-job",
-            version=1,
+            txns={"test-job": 1},
         )
     assert sorted(str(p) for p in Path(uri).rglob("*.parquet")) == files_before
     assert _ids(uri) == {"2026-11-22": [1]}

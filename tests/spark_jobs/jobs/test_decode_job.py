@@ -109,3 +109,38 @@ def test_a_batch_with_nothing_to_quarantine_moves_the_quarantines_watermark_with
     latest = DeltaTable(shard).version()
     assert quarantine.transaction_version(f"{DECODE_APP}/r1") == latest
     assert decode_job.decoded_through(lake, str(tmp_path), shard) == latest
+
+
+def test_the_shards_new_pushes_are_decoded_together_in_one_commit_to_each_table(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    replicas = ("r1", "r2", "r3")
+    for k, replica in enumerate(replicas):
+        land(kafka_pushes(clients=1, pushes=2, seed=k), str(tmp_path), replica=replica)
+    run_rollup(lake, str(tmp_path))
+    tables = {t: tmp_path / t for t in ("metric_points", "decode_quarantine", "rollup_entity_activity_1m")}
+    versions = {t: DeltaTable(str(path)).version() for t, path in tables.items()}
+    for k, replica in enumerate(replicas):
+        land(
+            kafka_pushes(clients=1, pushes=2, start_ms=START_MS + 60_000, seed=k),
+            str(tmp_path),
+            replica=replica,
+        )
+    report = run_rollup(lake, str(tmp_path))
+    assert sorted(s.shard.rsplit("/", 1)[-1] for s in report.decode.shards) == list(replicas)
+    # one commit each, carrying every shard's batch
+    assert {t: DeltaTable(str(path)).version() for t, path in tables.items()} == {
+        t: v + 1 for t, v in versions.items()
+    }
+    for replica in replicas:
+        shard = tmp_path / "telemetry_pushes" / replica
+        latest = DeltaTable(str(shard)).version()
+        assert decode_job.decoded_through(lake, str(tmp_path), str(shard)) == latest
+        activity = DeltaTable(str(tables["rollup_entity_activity_1m"]))
+        assert (
+            activity.transaction_version(
+                f"telemetry-sink-rollup/rollup_entity_activity_1m/telemetry_pushes/{replica}"
+            )
+            == latest
+        )
+    assert report.decode.points == len(_rows(tmp_path / "metric_points")) // 2
