@@ -23,7 +23,9 @@ One run, on the same bronze data (``fleet.py``: a fleet of librdkafka clients, l
    ``--incremental-instances`` (1,000) with an hour of pushes rolled up (``--incremental-history``,
    120 rounds) gains one new minute (2,000
    pushes, landed in commits of 100 as a sink's short batches land them), and one ``run_rollup``
-   (decode and the six gold tables) is timed, ``--incremental-runs`` minutes in a row. Goal: <= 5 s.
+   (decode and the six gold tables) is timed, ``--incremental-runs`` minutes in a row, landed through
+   ``--incremental-replicas`` sink replicas (a bronze shard each). Goal: <= 5 s. ``--delta-connector
+   on``: every phase on the Delta Spark connector instead of the delta-rs bridge.
 6. with ``--breakdown``, the parts, each to the ``noop`` sink unless said: the decode alone
    (``mapInArrow``), the decode written as plain parquet (no persist, no count), a scan of silver,
    ``normalize`` (the cumulative-to-delta window), and ``client_rollup(normalize(...), "1m")``.
@@ -259,7 +261,7 @@ def incremental(args: argparse.Namespace, lake: DeltaLake, root: str, phases: Ph
         closed (the runs roll up the fleet's time as it happens, not as history)."""
         return datetime.fromtimestamp((spec.start_ms + rounds * spec.interval_ms + 5_000) / 1000, UTC)
 
-    land_fleet(spec, root, args.commit_rows, range(history))
+    land_fleet(spec, root, args.commit_rows, range(history), args.incremental_replicas)
     phases.run(
         "incremental catch-up",
         lambda: run_rollup(lake, root, now=landed_by(history), progress=phases.progress),
@@ -267,7 +269,9 @@ def incremental(args: argparse.Namespace, lake: DeltaLake, root: str, phases: Ph
     runs = []
     for minute in range(minutes):
         first = history + 2 * minute
-        payloads, commits = land_fleet(spec, root, args.incremental_commit_rows, range(first, first + 2))
+        payloads, commits = land_fleet(
+            spec, root, args.incremental_commit_rows, range(first, first + 2), args.incremental_replicas
+        )
         now = landed_by(first + 2)
         report = phases.run(
             f"incremental minute {minute + 1}",
@@ -490,6 +494,12 @@ def main() -> None:
     parser.add_argument(
         "--incremental-commit-rows", type=int, default=100, help="pushes per bronze commit of a new minute"
     )
+    parser.add_argument(
+        "--incremental-replicas",
+        type=int,
+        default=1,
+        help="sink replicas the incremental fleet lands through, a bronze shard each (default 1)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data root (its path is printed)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="rollup-bench-"))
@@ -632,6 +642,7 @@ def report(args: argparse.Namespace, r: dict[str, Any], spark: dict[str, Any], d
                 "instances": args.instances,
                 "pushes_per_instance": args.pushes,
                 "commit_rows": args.commit_rows,
+                "incremental_replicas": args.incremental_replicas,
                 "conf": dict(args.conf),
                 **r,
                 "phases": phases,

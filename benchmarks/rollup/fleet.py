@@ -136,28 +136,44 @@ def fleet_pushes(spec: FleetSpec, rounds: range | None = None) -> Iterator[Telem
 
 
 async def _land(
-    spec: FleetSpec, table_uri: str, commit_rows: int, payloads: list[bytes], rounds: range | None
+    spec: FleetSpec,
+    data_root: str,
+    commit_rows: int,
+    payloads: list[bytes],
+    *,
+    rounds: range | None,
+    replicas: int,
 ) -> int:
-    exporter = DeltaLandingExporter(table_uri, writer_id="bench-r1", max_batch_rows=commit_rows)
-    await exporter.start()
+    exporters = [
+        DeltaLandingExporter(
+            f"{data_root}/telemetry_pushes/r{k + 1}", writer_id=f"bench-r{k + 1}", max_batch_rows=commit_rows
+        )
+        for k in range(replicas)
+    ]
+    for exporter in exporters:
+        await exporter.start()
     try:
         pushes = fleet_pushes(spec, rounds)
-        while chunk := list(islice(pushes, commit_rows)):
-            results = await asyncio.gather(*(exporter.export(p) for p in chunk))
+        while chunk := list(islice(pushes, commit_rows * replicas)):
+            results = await asyncio.gather(
+                *(exporters[p.context.client_instance_id.int % replicas].export(p) for p in chunk)
+            )
             if set(results) != {ExportResult.SUCCESS}:
                 raise RuntimeError(f"landing failed: {sorted(r.name for r in set(results))}")
             payloads.extend(p.payload for p in chunk)
     finally:
-        await exporter.shutdown()
-    return exporter.commits
+        for exporter in exporters:
+            await exporter.shutdown()
+    return sum(exporter.commits for exporter in exporters)
 
 
 def land_fleet(
-    spec: FleetSpec, data_root: str, commit_rows: int = 5000, rounds: range | None = None
+    spec: FleetSpec, data_root: str, commit_rows: int = 5000, rounds: range | None = None, replicas: int = 1
 ) -> tuple[list[bytes], int]:
     """Land the fleet's pushes (of push ``rounds`` only: ``range(10, 12)`` is every instance's 11th and
-    12th push) in ``<data_root>/telemetry_pushes/r1`` (one bronze shard) in commits of ``commit_rows``
-    pushes; the payloads in landing order, and the number of commits."""
+    12th push) in ``<data_root>/telemetry_pushes/r1`` .. ``r<replicas>`` (a bronze shard per sink
+    replica, each instance's pushes on one, as the Service's client affinity keeps them) in commits
+    of ``commit_rows`` pushes; the payloads in landing order, and the number of commits."""
     payloads: list[bytes] = []
-    commits = asyncio.run(_land(spec, f"{data_root}/telemetry_pushes/r1", commit_rows, payloads, rounds))
+    commits = asyncio.run(_land(spec, data_root, commit_rows, payloads, rounds=rounds, replicas=replicas))
     return payloads, commits
