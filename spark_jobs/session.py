@@ -88,8 +88,8 @@ benchmarks were tuned with): a few tasks a core, so that a skewed one does not l
 DELTA_SNAPSHOT_PARTITIONS: Final = "spark.databricks.delta.snapshotPartitions"
 """The connector's tasks per replay of a table's log (its default: 50). A ``local`` session gets one a
 core unless set: 50 tiny tasks on two cores made each snapshot of a small table a job of seconds, and
-a rollup on the connector two to four times slower (benchmarks/README.md, "The connector in the
-tests' session"); on a cluster the default stays."""
+a rollup on the connector two to four times slower (benchmarks/README.md, "The connector in the tests'
+session"); on a cluster the default stays."""
 
 LOCAL_DRIVER_MEMORY: Final = "4g"
 """The heap of a ``local`` session unless ``spark.driver.memory`` says otherwise: Spark's 1 GiB made
