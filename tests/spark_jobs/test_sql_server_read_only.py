@@ -29,7 +29,8 @@ from spark_jobs.sql_server import SqlServerSettings, hash_password, settings_con
 from tests.spark_jobs.test_sql_server import COMMAND, PASSWORD, Server, _beeline, _fetch, _stop, sql_server
 from tests.support.fleet import kafka_pushes, land
 
-pytestmark = pytest.mark.spark
+# its Spark runs in processes of its own, not the tests' session: beside the Spark tests (scripts/unit.sh)
+pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 20
 SLACK_S = 30.0

@@ -19,7 +19,8 @@ from spark_jobs.tables import ACTIVITY_TABLES, ROLLUP_TABLES
 from telemetry_sink.commands.spark import RUN_DELAY_S, next_run_at, parse_since
 from tests.support.fleet import kafka_pushes, land
 
-pytestmark = pytest.mark.spark
+# its Spark runs in processes of its own, not the tests' session: beside the Spark tests (scripts/unit.sh)
+pytestmark = pytest.mark.integration
 
 
 def test_rollup_every_runs_until_sigterm_and_reports_each_run(tmp_path: Path) -> None:
