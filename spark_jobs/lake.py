@@ -70,6 +70,7 @@ from exporters.delta.object_store import arrow_filesystem, is_local, store_path
 from spark_jobs.errors import SparkJobError
 
 __all__ = [
+    "TABLE_CONFIGURATION",
     "BridgeStorage",
     "Clustering",
     "ConnectorStorage",
@@ -114,6 +115,18 @@ _Source = TypeVar("_Source")
 
 _SNAPSHOTS: Final = 64
 """How many table snapshots (a table at a version) a ``DeltaLake`` keeps loaded."""
+
+TABLE_CONFIGURATION: Final = {
+    # a rollup run commits to each table it keeps about once a minute, ~1,440 log entries a day, and
+    # each load of a table lists them all (delta-rs, on a local data root): the log keeps a day of them
+    # (Delta's default is 30), expired by the rollup behind what the tables that follow the table have
+    # read of it (``jobs.upkeep.expire_logs``), never by a commit's own cleanup
+    "delta.logRetentionDuration": "interval 1 days",
+    "delta.enableExpiredLogCleanup": "false",
+}
+"""What ``DeltaLake.write`` sets on the tables it writes (silver, the quarantine, the gold tables):
+when it creates one, and on a table that lacks a key (one an earlier version created), at its next
+write. A key a table has already (an operator's own retention) is left as it is."""
 
 
 class LakeError(SparkJobError):
@@ -416,6 +429,7 @@ class DeltaLake:
                 raise LakeError(
                     f"{uri} already has the batches of {sorted(had)} but not the others of {dict(txns)}"
                 )
+            _configure(existing, uri)
         max_file_rows = None
         if frame is not None:
             frame = frame.select(*(f"`{name}`" for name in schema.names))
@@ -425,6 +439,10 @@ class DeltaLake:
                 frame = frame.sortWithinPartitions(*partition_by, column)
         batch = _Batch(schema, tuple(partition_by), tuple(txns.items()), replace, replace_rows, max_file_rows)
         self.storage.commit(frame, uri, batch, existing)
+        if existing is None:  # the connector's writer creates a table without the configuration
+            created = self.table(uri)
+            if created is not None:
+                _configure(created, uri)
         return True
 
     def per_commit(self, sources: Sequence[_Source]) -> list[list[_Source]]:
@@ -662,6 +680,7 @@ class BridgeStorage:
             schema,
             mode="ignore",
             partition_by=list(partition_by) or None,
+            configuration=TABLE_CONFIGURATION,
             storage_options=self.storage_options or None,
         )
 
@@ -710,6 +729,20 @@ class BridgeStorage:
 _WRITTEN_FILES: Final = pa.schema(
     [("relative", pa.string()), ("size", pa.int64()), ("partition", pa.string()), ("stats", pa.string())]
 )
+
+
+def _configure(table: DeltaTable, uri: str) -> None:
+    """Set the keys of ``TABLE_CONFIGURATION`` that ``table`` lacks (one metadata commit, once a
+    table); a failure (a commit conflict, say) is logged, and tried again at the next write."""
+    have = table.metadata().configuration
+    missing = {key: value for key, value in TABLE_CONFIGURATION.items() if key not in have}
+    if not missing:
+        return
+    try:
+        table.alter.set_table_properties(missing)
+        log.info("%s: table properties set: %s", uri, missing)
+    except Exception as exc:  # storage faults and commit conflicts surface as many types
+        log.warning("%s: table properties %s not set: %s", uri, missing, exc)
 
 
 def _add_actions(

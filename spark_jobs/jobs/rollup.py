@@ -60,9 +60,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from spark_jobs.jobs.decode import DecodeReport, decoded_through, lag_s, run_decode
-from spark_jobs.jobs.upkeep import COMPACT_AT_FILES, Compaction, compact_bronze
+from spark_jobs.jobs.upkeep import (
+    COMPACT_AT_FILES,
+    Compaction,
+    checkpointed_since,
+    compact_bronze,
+    expire_logs,
+)
 from spark_jobs.lake import Clustering, DeltaLake, PartitionFilter
 from spark_jobs.tables import (
+    ACTIVITY_TABLES,
     BRONZE_PUSHES,
     BRONZE_QUOTA_SAMPLES,
     METRIC_POINTS,
@@ -73,6 +80,7 @@ from spark_jobs.tables import (
     ROLLUP_ENTITY_1M,
     ROLLUP_ENTITY_ACTIVITY_1H,
     ROLLUP_ENTITY_ACTIVITY_1M,
+    ROLLUP_TABLES,
     table_uri,
 )
 from spark_jobs.transforms.activity import (
@@ -132,6 +140,8 @@ class RollupReport:
     tables: list[TableReport] = field(default_factory=list)
     compactions: list[Compaction] = field(default_factory=list)
     """The bronze shards the run compacted at its end (``jobs.upkeep``)."""
+    logs_expired: list[str] = field(default_factory=list)
+    """The tables the run writes whose logs it expired at its end (``jobs.upkeep.expire_logs``)."""
     lag_s: float | None = None
     """At the run's end, how far the tables are behind the newest landed push (``decode.lag_s``)."""
 
@@ -569,7 +579,7 @@ class _RollupRun:
         (client_1m, points), (client_1h, minutes), (entity_1m, _), (entity_1h, hours) = self.metric_steps()
 
         def refresh(step: _Step, source: str) -> None:
-            self.refresh(step, [(self.uri(source), f"{ROLLUP_APP}/{step.table}")], forced)
+            self.refresh(step, [(self.uri(source), _app(step.table))], forced)
 
         refresh(client_1m, points)
         beside = pool.submit(inheritable_thread_target(self.lake.spark)(refresh), entity_1m, minutes)
@@ -590,7 +600,7 @@ class _RollupRun:
                 sources.append((shard, _activity_app(table, shard)))
         quarantine = self.uri(QUARANTINE)
         time_column[quarantine] = "received_at"
-        sources.append((quarantine, f"{ROLLUP_APP}/{ROLLUP_ENTITY_ACTIVITY_1M}/{QUARANTINE}"))
+        sources.append((quarantine, _QUARANTINE_APP))
         minutes = _Step(
             ROLLUP_ENTITY_ACTIVITY_1M,
             activity_schema("1m"),
@@ -612,7 +622,40 @@ class _RollupRun:
             by="hour",
             closed_only=True,
         )
-        self.refresh(hours, [(self.uri(minutes.table), f"{ROLLUP_APP}/{hours.table}")], forced)
+        self.refresh(hours, [(self.uri(minutes.table), _app(hours.table))], forced)
+
+    def follows(self) -> list[tuple[str, str, str]]:
+        """Each (source, table, app id) where ``table`` follows ``source`` (one of the tables the
+        rollup writes) under that ``txn`` app id."""
+        return [
+            *((source, step.table, _app(step.table)) for step, source in self.metric_steps()),
+            (ROLLUP_ENTITY_ACTIVITY_1M, ROLLUP_ENTITY_ACTIVITY_1H, _app(ROLLUP_ENTITY_ACTIVITY_1H)),
+            (QUARANTINE, ROLLUP_ENTITY_ACTIVITY_1M, _QUARANTINE_APP),
+        ]
+
+    def read_through(self, tables: Sequence[str]) -> dict[str, int]:
+        """Each of these tables the rollup writes (its URI) -> the version up to which every table
+        that follows it has read it: its latest version where none does (only the latest is read),
+        -1 where a follower has read none of it; tables that do not exist are left out."""
+        through: dict[str, int] = {}
+        for table in tables:
+            version = self.lake.version(self.uri(table))
+            if version is not None:
+                through[self.uri(table)] = version
+        for source, table, app_id in self.follows():
+            if self.uri(source) in through:
+                read = self.lake.txn_version(self.uri(table), app_id)
+                through[self.uri(source)] = min(through[self.uri(source)], read)
+        return through
+
+
+def _app(table: str) -> str:
+    """The ``txn`` app id under which ``table`` follows its one source table."""
+    return f"{ROLLUP_APP}/{table}"
+
+
+_QUARANTINE_APP: Final = f"{ROLLUP_APP}/{ROLLUP_ENTITY_ACTIVITY_1M}/{QUARANTINE}"
+"""The ``txn`` app id under which the 1-minute activity table follows the quarantine."""
 
 
 def _activity_app(table: str, shard: str) -> str:
@@ -643,7 +686,8 @@ def run_rollup(
     ``compact_at_files`` small files or more (``jobs.upkeep``); ``now`` (the wall clock unless given)
     decides which hours are closed."""
     report = RollupReport()
-    started = now or datetime.now(UTC)
+    began = datetime.now(UTC)
+    started = now or began
     if decode:
         report.decode = run_decode(lake, data_root, progress=progress)
     run = _RollupRun(lake, data_root, lookback_s, since, progress, report, started)
@@ -661,5 +705,13 @@ def run_rollup(
         read_through=functools.partial(_read_through, lake, data_root),
         progress=progress,
     )
+    # a table's log can lose entries only behind its latest checkpoint (every 100 commits): the
+    # tables checkpointed during this run
+    written = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES)
+    uris = [run.uri(table) for table in written]
+    checkpointed = checkpointed_since(uris, began, storage_options=lake.storage_options)
+    if checkpointed:
+        through = run.read_through([table for table in written if run.uri(table) in checkpointed])
+        report.logs_expired = expire_logs(through, storage_options=lake.storage_options)
     report.lag_s = lag_s(lake, data_root)
     return report

@@ -1,4 +1,5 @@
-"""The rollup's upkeep of the bronze shards it reads: compaction at the pace the sinks write them.
+"""The rollup's upkeep of the bronze shards it reads (compaction at the pace the sinks write them)
+and of the logs of the tables it writes.
 
 A sink replica under load commits a file to its bronze shard every 200 ms, about 18,000 an hour. Left
 to the daily ``telemetry-sink maintain``, a shard holds hundreds of thousands of files by the end of a
@@ -15,28 +16,50 @@ keeps in the shard (the decode's, the activity table's) is past them. With the c
 kept as long (``delta.deletedFileRetentionDuration``), what each load of a busy shard reads stays a few
 minutes' worth of commits, whatever the shard's age.
 
-It is ``exporters.maintain`` without the vacuum: delta-rs's OPTIMIZE, which commits beside the sinks' appends
-without conflicting with them, and a checkpoint of the version it wrote. Its commit changes no data:
-the decode reads past it (``spark_jobs.lake``: the files a rewrite replaced are read where they are). A
-compaction that fails (storage, or another ``maintain`` compacting the same files) leaves the shard as
-it was; it is reported and tried again by the next run.
+The tables the rollup writes (silver, the quarantine, the gold tables) get about one commit a minute
+each, ~1,440 log entries a day, and each load of one lists them all. They keep a day of log
+(``spark_jobs.lake.TABLE_CONFIGURATION``; Delta's default is 30 days, which at day 30 made each of a
+run's few dozen loads list ~43,000 entries), expired by the run at its end (``expire_logs``) behind
+what every table that follows the table has read of it, as the bronze logs are: a table whose follower
+is behind (a run that died between the two) keeps every commit the follower has not read. Entries go
+only behind a table's latest checkpoint (delta-rs writes one every 100 commits), so a run expires the
+logs of the tables checkpointed while it ran (``checkpointed_since``: one metadata request a table),
+and a log holds a day of entries and at most a few hundred more.
+
+The compaction is ``exporters.maintain`` without the vacuum: delta-rs's OPTIMIZE, which commits beside
+the sinks' appends without conflicting with them, and a checkpoint of the version it wrote. Its commit
+changes no data: the decode reads past it (``spark_jobs.lake``: the files a rewrite replaced are read
+where they are). A compaction that fails (storage, or another ``maintain`` compacting the same files)
+leaves the shard as it was; it is reported and tried again by the next run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
 from exporters import expire_log, list_shards, maintain
+from exporters.delta.maintenance import EXPIRY_MARGIN
+from exporters.delta.object_store import arrow_filesystem
 from exporters.delta.schema import BRONZE_TABLES
 
-__all__ = ["COMPACT_AT_FILES", "COMPACT_TARGET_BYTES", "Compaction", "compact_bronze", "small_files"]
+__all__ = [
+    "COMPACT_AT_FILES",
+    "COMPACT_TARGET_BYTES",
+    "Compaction",
+    "checkpointed_since",
+    "compact_bronze",
+    "expire_logs",
+    "small_files",
+]
 
 log = logging.getLogger(__name__)
 
@@ -121,3 +144,41 @@ def compact_bronze(
                 )
             )
     return done
+
+
+def expire_logs(
+    read_through: Mapping[str, int],
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Expire the log of each table of ``read_through`` (its URI -> the version up to which every
+    table that follows it has read it) behind that version (``exporters.expire_log``); the tables
+    whose log was expired. A table that cannot be read or expired is only logged: the next run tries
+    again."""
+    expired = []
+    for uri, version in read_through.items():
+        try:
+            if expire_log(uri, version, storage_options=storage_options):
+                expired.append(uri)
+        except Exception as exc:  # storage faults surface as many types (OSError, DeltaError, ...)
+            log.warning("expiring the log of %s failed: %s", uri, exc)
+    return expired
+
+
+def checkpointed_since(
+    uris: Sequence[str], since: datetime, *, storage_options: Mapping[str, str] | None = None
+) -> list[str]:
+    """The tables among ``uris`` whose latest checkpoint was written at ``since`` or later (less
+    ``EXPIRY_MARGIN``: the store's clock may be a little off ours), by the modification time of their
+    ``_delta_log/_last_checkpoint``: one metadata request a table, whatever its age."""
+    cutoff = since - EXPIRY_MARGIN
+    fresh = []
+    for uri in uris:
+        fs, root = arrow_filesystem(uri, storage_options)
+        info = fs.get_file_info(f"{root.rstrip('/')}/_delta_log/_last_checkpoint")
+        if info.type != pafs.FileType.File or info.mtime is None:
+            continue
+        mtime = info.mtime if info.mtime.tzinfo else info.mtime.replace(tzinfo=UTC)
+        if mtime >= cutoff:
+            fresh.append(uri)
+    return fresh

@@ -166,6 +166,7 @@ def _summary(report: RollupReport, seconds: float) -> dict[str, object]:
             t.table: {"source_version": t.source_version, "partitions": t.partitions} for t in report.tables
         },
         "compacted": [asdict(c) for c in report.compactions],
+        "logs_expired": report.logs_expired,
     }
 
 

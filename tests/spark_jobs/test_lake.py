@@ -14,7 +14,14 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-from spark_jobs.lake import DeltaLake, LakeError, _write_partitions, partition_predicate, row_predicate
+from spark_jobs.lake import (
+    TABLE_CONFIGURATION,
+    DeltaLake,
+    LakeError,
+    _write_partitions,
+    partition_predicate,
+    row_predicate,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -116,6 +123,28 @@ def test_a_batch_of_no_rows_commits_its_txn_alone_and_creates_the_table(
     assert table.metadata().partition_columns == ["day"]
     assert not _write(lake, None, uri, 3)
     assert DeltaTable(uri).version() == table.version()
+
+
+@pytest.mark.parametrize("path", ["bridge", "connector"])
+def test_a_table_the_lake_writes_keeps_a_day_of_log_and_an_older_one_gets_it_at_its_next_write(
+    spark: SparkSession, lake: DeltaLake, connector_lake: DeltaLake, tmp_path: Path, path: str
+) -> None:
+    """Each path creates its tables with ``TABLE_CONFIGURATION`` (a day of log, expired by the rollup
+    only); a table created without it (by an earlier version) gets the keys it lacks at its next
+    write, and keeps a value an operator set."""
+    writer = lake if path == "bridge" else connector_lake
+    created = str(tmp_path / "created")
+    assert _write(writer, _frame(spark, [(1, "d1")]), created, 1)
+    assert TABLE_CONFIGURATION.items() <= DeltaTable(created).metadata().configuration.items()
+
+    older = str(tmp_path / "older")
+    write_deltalake(older, _frame(spark, [(1, "d1")]).toArrow(), partition_by=["day"])
+    DeltaTable(older).alter.set_table_properties({"delta.logRetentionDuration": "interval 7 days"})
+    assert _write(writer, _frame(spark, [(2, "d1")]), older, 1)
+    configuration = DeltaTable(older).metadata().configuration
+    assert configuration["delta.logRetentionDuration"] == "interval 7 days"  # the operator's
+    assert configuration["delta.enableExpiredLogCleanup"] == "false"
+    assert _ids(older) == {"d1": [1, 2]}
 
 
 def test_one_bridge_commit_carries_the_batches_of_several_app_ids_and_never_half_of_them_twice(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,15 @@ from spark_jobs.jobs import upkeep
 from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.jobs.upkeep import compact_bronze, small_files
 from spark_jobs.lake import DeltaLake
+from spark_jobs.tables import (
+    ACTIVITY_TABLES,
+    METRIC_POINTS,
+    QUARANTINE,
+    ROLLUP_CLIENT_1M,
+    ROLLUP_ENTITY_1M,
+    ROLLUP_ENTITY_ACTIVITY_1M,
+    ROLLUP_TABLES,
+)
 from tests.support.fleet import START_MS, kafka_pushes, land
 from tests.support.gold import assert_gold_matches_reference
 
@@ -139,4 +149,42 @@ def test_a_shards_log_is_expired_only_behind_what_every_table_has_read_of_it(
     ids = _push_ids(tmp_path)
     assert len({*ids}) == len(first) + len(second) + len(third)
     assert last.decode.points == len(ids) - points > 0
+    assert_gold_matches_reference(tmp_path)
+
+
+WRITTEN = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES)
+HOUR_22 = datetime(2026, 11, 21, 22, tzinfo=UTC)
+"""The hour of the fleet's first pushes (``START_MS``, 22:26:40)."""
+
+
+def test_the_logs_of_the_tables_a_run_writes_are_expired_only_behind_what_their_followers_read(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    """While hour 22 is open the 1-hour tables read nothing of the 1-minute ones: a run whose tables
+    were checkpointed expires the old entries of silver, the quarantine and the 1-minute entity table
+    (each read through by what follows it, or followed by nothing), and keeps every entry of the
+    1-minute client and activity tables, which the 1-hour ones, once the hour closes, read from the
+    start."""
+    land(kafka_pushes(clients=2, pushes=4), str(tmp_path))
+    run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(minutes=40))
+    for table in WRITTEN:
+        if (tmp_path / table).exists():  # the 1-hour tables have nothing yet
+            # a checkpoint every commit (delta-rs's default is every 100), and a log two days old
+            DeltaTable(str(tmp_path / table)).alter.set_table_properties({"delta.checkpointInterval": "1"})
+            _age_log(str(tmp_path / table), 48)
+
+    second = kafka_pushes(clients=2, pushes=4, start_ms=START_MS + 600_000)
+    _land_one_commit_each(second, tmp_path)
+    report = run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(minutes=50))
+
+    expired = {METRIC_POINTS, QUARANTINE, ROLLUP_ENTITY_1M}
+    assert set(report.logs_expired) == {str(tmp_path / table) for table in expired}
+    for table in expired:
+        assert not (tmp_path / table / "_delta_log" / f"{0:020d}.json").exists(), table
+    for table in (ROLLUP_CLIENT_1M, ROLLUP_ENTITY_ACTIVITY_1M):
+        assert (tmp_path / table / "_delta_log" / f"{0:020d}.json").exists(), table
+
+    # the hour closes: the 1-hour tables read the 1-minute ones from their first commit
+    report = run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(hours=1, minutes=5))
+    assert {"rollup_client_1h", "rollup_entity_activity_1h"} <= {t.table for t in report.tables}
     assert_gold_matches_reference(tmp_path)

@@ -48,6 +48,7 @@ def test_rollup_every_runs_until_sigterm_and_reports_each_run(tmp_path: Path) ->
     assert first["lag_s"] == 0  # nothing landed while it ran
     assert first["quarantined"] == 0
     assert first["compacted"] == []  # one commit: nothing to compact
+    assert first["logs_expired"] == []  # no table has a checkpoint yet, let alone a day of log
     assert set(first["tables"]) == {*ROLLUP_TABLES, *ACTIVITY_TABLES}
     assert "rollup_client_1m: recomputing" in stderr
     assert "stopping after this run" in stderr
