@@ -710,8 +710,11 @@ def run_rollup(
     written = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES)
     uris = [run.uri(table) for table in written]
     checkpointed = checkpointed_since(uris, began, storage_options=lake.storage_options)
-    if checkpointed:
-        through = run.read_through([table for table in written if run.uri(table) in checkpointed])
-        report.logs_expired = expire_logs(through, storage_options=lake.storage_options)
+    try:  # the run's tables are written: a log that cannot be expired now is expired by a later run
+        if checkpointed:
+            through = run.read_through([table for table in written if run.uri(table) in checkpointed])
+            report.logs_expired = expire_logs(through, storage_options=lake.storage_options)
+    except Exception as exc:  # storage faults surface as many types (OSError, DeltaError, ...)
+        log.warning("expiring the logs of %s failed: %s", ", ".join(checkpointed), exc)
     report.lag_s = lag_s(lake, data_root)
     return report

@@ -170,12 +170,17 @@ def checkpointed_since(
 ) -> list[str]:
     """The tables among ``uris`` whose latest checkpoint was written at ``since`` or later (less
     ``EXPIRY_MARGIN``: the store's clock may be a little off ours), by the modification time of their
-    ``_delta_log/_last_checkpoint``: one metadata request a table, whatever its age."""
+    ``_delta_log/_last_checkpoint``: one metadata request a table, whatever its age. A table whose
+    checkpoint cannot be read is only logged, as in ``expire_logs``."""
     cutoff = since - EXPIRY_MARGIN
     fresh = []
     for uri in uris:
-        fs, root = arrow_filesystem(uri, storage_options)
-        info = fs.get_file_info(f"{root.rstrip('/')}/_delta_log/_last_checkpoint")
+        try:
+            fs, root = arrow_filesystem(uri, storage_options)
+            info = fs.get_file_info(f"{root.rstrip('/')}/_delta_log/_last_checkpoint")
+        except Exception as exc:  # as in expire_logs: the next run asks again
+            log.warning("the checkpoint of %s could not be read: %s", uri, exc)
+            continue
         if info.type != pafs.FileType.File or info.mtime is None:
             continue
         mtime = info.mtime if info.mtime.tzinfo else info.mtime.replace(tzinfo=UTC)

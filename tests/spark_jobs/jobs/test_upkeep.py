@@ -10,13 +10,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from exporters import TelemetryPush
 from spark_jobs.jobs import upkeep
 from spark_jobs.jobs.rollup import run_rollup
-from spark_jobs.jobs.upkeep import compact_bronze, small_files
+from spark_jobs.jobs.upkeep import checkpointed_since, compact_bronze, expire_logs, small_files
 from spark_jobs.lake import DeltaLake
 from spark_jobs.tables import (
     ACTIVITY_TABLES,
@@ -188,3 +189,23 @@ def test_the_logs_of_the_tables_a_run_writes_are_expired_only_behind_what_their_
     report = run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(hours=1, minutes=5))
     assert {"rollup_client_1h", "rollup_entity_activity_1h"} <= {t.table for t in report.tables}
     assert_gold_matches_reference(tmp_path)
+
+
+def test_the_tables_checkpointed_from_a_time_on_are_told_by_one_request_each_and_a_missing_one_is_not(
+    tmp_path: Path,
+) -> None:
+    """``checkpointed_since`` names a table whose checkpoint was written from ``since`` (less the clock
+    margin) on, not one without a checkpoint, nor one checkpointed earlier, nor a path that is no
+    table; ``expire_logs`` expires what it can and leaves a missing table to a later run."""
+    rows = pa.table({"n": [1]})
+    checkpointed, plain, missing = (str(tmp_path / name) for name in ("checkpointed", "plain", "missing"))
+    write_deltalake(checkpointed, rows, configuration={"delta.checkpointInterval": "1"})
+    write_deltalake(checkpointed, rows, mode="append")
+    write_deltalake(plain, rows)
+    now = datetime.now(UTC)
+    tables = [checkpointed, plain, missing]
+    assert checkpointed_since(tables, now) == [checkpointed]
+    assert checkpointed_since(tables, now + timedelta(hours=1)) == []
+
+    version = DeltaTable(checkpointed).version()
+    assert expire_logs({missing: 0, checkpointed: version}) == [checkpointed]
