@@ -91,6 +91,8 @@ ROLLUP_TABLES: Final = (ROLLUP_CLIENT_1M, ROLLUP_CLIENT_1H, ROLLUP_ENTITY_1M, RO
 """The gold metric rollups (``spark_jobs.jobs.rollup`` documents what each holds)."""
 ACTIVITY_TABLES: Final = (ROLLUP_ENTITY_ACTIVITY_1M, ROLLUP_ENTITY_ACTIVITY_1H)
 """The gold activity rollups (pushes, quota samples and quarantined pushes by quota entity)."""
+DERIVED_TABLES: Final = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES)
+"""Every table the Spark jobs write (silver, the quarantine, the gold tables)."""
 
 _TS: Final = pa.timestamp("us", tz="UTC")
 _MAP: Final = pa.map_(pa.string(), pa.string())

@@ -47,6 +47,7 @@ __all__ = [
     "check_retention",
     "commit_time",
     "expire_log",
+    "log_file_time",
     "log_retention",
     "maintain",
     "may_expire_log",
@@ -172,8 +173,14 @@ def may_expire_log(first_unread_at: datetime | None, retention: timedelta, now: 
 def commit_time(uri: str, version: int, storage_options: Mapping[str, str] | None = None) -> datetime | None:
     """When ``version`` of the table was committed: its log entry's modification time in the store (one
     metadata request, whatever the table's age), or None once the log no longer holds it."""
+    return log_file_time(uri, f"{version:020d}.json", storage_options)
+
+
+def log_file_time(uri: str, name: str, storage_options: Mapping[str, str] | None = None) -> datetime | None:
+    """When the file ``name`` of the table's ``_delta_log`` was written: its modification time in the
+    store (one metadata request), or None if there is no such file."""
     fs, root = arrow_filesystem(uri, storage_options)
-    info = fs.get_file_info(f"{root.rstrip('/')}/_delta_log/{version:020d}.json")
+    info = fs.get_file_info(f"{root.rstrip('/')}/_delta_log/{name}")
     if info.type != pafs.FileType.File or info.mtime is None:
         return None
     mtime: datetime = info.mtime

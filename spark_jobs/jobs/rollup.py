@@ -69,9 +69,9 @@ from spark_jobs.jobs.upkeep import (
 )
 from spark_jobs.lake import Clustering, DeltaLake, PartitionFilter
 from spark_jobs.tables import (
-    ACTIVITY_TABLES,
     BRONZE_PUSHES,
     BRONZE_QUOTA_SAMPLES,
+    DERIVED_TABLES,
     METRIC_POINTS,
     QUARANTINE,
     ROLLUP_CLIENT_1H,
@@ -80,7 +80,6 @@ from spark_jobs.tables import (
     ROLLUP_ENTITY_1M,
     ROLLUP_ENTITY_ACTIVITY_1H,
     ROLLUP_ENTITY_ACTIVITY_1M,
-    ROLLUP_TABLES,
     table_uri,
 )
 from spark_jobs.transforms.activity import (
@@ -707,12 +706,11 @@ def run_rollup(
     )
     # a table's log can lose entries only behind its latest checkpoint (every 100 commits): the
     # tables checkpointed during this run
-    written = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES)
-    uris = [run.uri(table) for table in written]
+    uris = [run.uri(table) for table in DERIVED_TABLES]
     checkpointed = checkpointed_since(uris, began, storage_options=lake.storage_options)
     try:  # the run's tables are written: a log that cannot be expired now is expired by a later run
         if checkpointed:
-            through = run.read_through([table for table in written if run.uri(table) in checkpointed])
+            through = run.read_through([t for t in DERIVED_TABLES if run.uri(t) in checkpointed])
             report.logs_expired = expire_logs(through, storage_options=lake.storage_options)
     except Exception as exc:  # storage faults surface as many types (OSError, DeltaError, ...)
         log.warning("expiring the logs of %s failed: %s", ", ".join(checkpointed), exc)

@@ -38,17 +38,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
 from exporters import expire_log, list_shards, maintain
-from exporters.delta.maintenance import EXPIRY_MARGIN
-from exporters.delta.object_store import arrow_filesystem
+from exporters.delta.maintenance import EXPIRY_MARGIN, log_file_time
 from exporters.delta.schema import BRONZE_TABLES
 
 __all__ = [
@@ -176,14 +174,10 @@ def checkpointed_since(
     fresh = []
     for uri in uris:
         try:
-            fs, root = arrow_filesystem(uri, storage_options)
-            info = fs.get_file_info(f"{root.rstrip('/')}/_delta_log/_last_checkpoint")
+            written = log_file_time(uri, "_last_checkpoint", storage_options)
         except Exception as exc:  # as in expire_logs: the next run asks again
             log.warning("the checkpoint of %s could not be read: %s", uri, exc)
             continue
-        if info.type != pafs.FileType.File or info.mtime is None:
-            continue
-        mtime = info.mtime if info.mtime.tzinfo else info.mtime.replace(tzinfo=UTC)
-        if mtime >= cutoff:
+        if written is not None and written >= cutoff:
             fresh.append(uri)
     return fresh

@@ -20,13 +20,12 @@ from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.jobs.upkeep import checkpointed_since, compact_bronze, expire_logs, small_files
 from spark_jobs.lake import DeltaLake
 from spark_jobs.tables import (
-    ACTIVITY_TABLES,
+    DERIVED_TABLES,
     METRIC_POINTS,
     QUARANTINE,
     ROLLUP_CLIENT_1M,
     ROLLUP_ENTITY_1M,
     ROLLUP_ENTITY_ACTIVITY_1M,
-    ROLLUP_TABLES,
 )
 from tests.support.fleet import START_MS, kafka_pushes, land
 from tests.support.gold import assert_gold_matches_reference
@@ -153,7 +152,6 @@ def test_a_shards_log_is_expired_only_behind_what_every_table_has_read_of_it(
     assert_gold_matches_reference(tmp_path)
 
 
-WRITTEN = (METRIC_POINTS, QUARANTINE, *ROLLUP_TABLES, *ACTIVITY_TABLES)
 HOUR_22 = datetime(2026, 11, 21, 22, tzinfo=UTC)
 """The hour of the fleet's first pushes (``START_MS``, 22:26:40)."""
 
@@ -168,7 +166,7 @@ def test_the_logs_of_the_tables_a_run_writes_are_expired_only_behind_what_their_
     start."""
     land(kafka_pushes(clients=2, pushes=4), str(tmp_path))
     run_rollup(lake, str(tmp_path), now=HOUR_22 + timedelta(minutes=40))
-    for table in WRITTEN:
+    for table in DERIVED_TABLES:
         if (tmp_path / table).exists():  # the 1-hour tables have nothing yet
             # a checkpoint every commit (delta-rs's default is every 100), and a log two days old
             DeltaTable(str(tmp_path / table)).alter.set_table_properties({"delta.checkpointInterval": "1"})
