@@ -26,6 +26,10 @@ One run, on the same bronze data (``fleet.py``: a fleet of librdkafka clients, l
    (decode and the six gold tables) is timed, ``--incremental-runs`` minutes in a row, landed through
    ``--incremental-replicas`` sink replicas (a bronze shard each). Goal: <= 5 s. ``--delta-connector
    on``: every phase on the Delta Spark connector instead of the delta-rs bridge.
+   ``--incremental-newcomers N``: in each of the second half of the new minutes, N client instances
+   new to the fleet push too (a restarted client is a new instance), whose series have no previous
+   point anywhere; the median of those minutes is printed against that of the minutes before them
+   (after the first, the session's coldest), the peer.
 6. with ``--breakdown``, the parts, each to the ``noop`` sink unless said: the decode alone
    (``mapInArrow``), the decode written as plain parquet (no persist, no count), a scan of silver,
    ``normalize`` (the cumulative-to-delta window), and ``client_rollup(normalize(...), "1m")``.
@@ -54,6 +58,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -272,6 +277,20 @@ def incremental(args: argparse.Namespace, lake: DeltaLake, root: str, phases: Ph
         payloads, commits = land_fleet(
             spec, root, args.incremental_commit_rows, range(first, first + 2), args.incremental_replicas
         )
+        newcomers = args.incremental_newcomers if minute >= minutes // 2 else 0
+        if newcomers:  # client instances that never pushed before (KIP-714: a restarted client is one)
+            joining = FleetSpec(
+                newcomers,
+                2,
+                seed=17 + minute,
+                users=args.users,
+                start_ms=spec.start_ms + first * spec.interval_ms,
+                first_index=spec.instances + minute * newcomers,
+            )
+            more, more_commits = land_fleet(
+                joining, root, args.incremental_commit_rows, replicas=args.incremental_replicas
+            )
+            payloads, commits = payloads + more, commits + more_commits
         now = landed_by(first + 2)
         report = phases.run(
             f"incremental minute {minute + 1}",
@@ -280,6 +299,7 @@ def incremental(args: argparse.Namespace, lake: DeltaLake, root: str, phases: Ph
         runs.append(
             {
                 "pushes": len(payloads),
+                "newcomers": newcomers,
                 "bronze_commits": commits,
                 "points": report.decode.points,
                 "tables": len(report.tables),
@@ -495,6 +515,12 @@ def main() -> None:
         "--incremental-commit-rows", type=int, default=100, help="pushes per bronze commit of a new minute"
     )
     parser.add_argument(
+        "--incremental-newcomers",
+        type=int,
+        default=0,
+        help="client instances new to the fleet in each of the second half of the new minutes (default 0)",
+    )
+    parser.add_argument(
         "--incremental-replicas",
         type=int,
         default=1,
@@ -565,6 +591,15 @@ def main() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def newcomer_ratio(runs: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """The median wall time of the incremental minutes with newcomers and of those before them (after
+    the first minute, the session's coldest), when there are both."""
+    warm = runs[1:]
+    joined = [run["wall_s"] for run in warm if run["newcomers"]]
+    plain = [run["wall_s"] for run in warm if not run["newcomers"]]
+    return (statistics.median(joined), statistics.median(plain)) if joined and plain else None
+
+
 def report(args: argparse.Namespace, r: dict[str, Any], spark: dict[str, Any], data_root: str) -> None:
     phases = spark["phases"]
     tables = spark["gold_tables"]
@@ -609,10 +644,17 @@ def report(args: argparse.Namespace, r: dict[str, Any], spark: dict[str, Any], d
     print(f"  goal >= {GOAL:,} points/s end to end: {verdict} ({r['end_to_end_pps']:,.0f} points/s)")
     for k, run in enumerate(spark.get("incremental", [])):
         verdict = "met" if run["wall_s"] <= INCREMENTAL_GOAL_S else "NOT met"
+        joined = f" ({run['newcomers']:,} of them new to the fleet)" if run["newcomers"] else ""
         print(
-            f"  incremental minute {k + 1}: {run['pushes']:,} pushes in {run['bronze_commits']} commits, "
-            f"{run['points']:,} points, {run['tables']} gold tables: run_rollup {run['wall_s']:.2f} s "
-            f"(goal <= {INCREMENTAL_GOAL_S:.0f} s: {verdict})"
+            f"  incremental minute {k + 1}: {run['pushes']:,} pushes{joined} in {run['bronze_commits']} "
+            f"commits, {run['points']:,} points, {run['tables']} gold tables: run_rollup "
+            f"{run['wall_s']:.2f} s (goal <= {INCREMENTAL_GOAL_S:.0f} s: {verdict})"
+        )
+    by_newcomers = newcomer_ratio(spark.get("incremental", []))
+    if by_newcomers is not None:
+        print(
+            f"  minutes with newcomers: p50 {by_newcomers[0]:.2f} s; the others (the peer): p50 "
+            f"{by_newcomers[1]:.2f} s; ratio {by_newcomers[0] / by_newcomers[1]:.2f}"
         )
     print("  CPU seconds by process over each phase (others: the rest of the machine meanwhile):")
     for name, phase in phases.items():

@@ -61,6 +61,9 @@ class FleetSpec:
     users: int = 16
     seed: int = 7
     start_ms: int = START_MS
+    first_index: int = 0
+    """The first instance's index (its id, address and kind follow from it): a fleet that joins
+    another starts after the other's last instance."""
 
 
 class _Instance:
@@ -124,7 +127,7 @@ def fleet_pushes(spec: FleetSpec, rounds: range | None = None) -> Iterator[Telem
     tags = [{"user": f"team-{u:02d}", "client-id": ""} for u in range(spec.users)]
     instances = [
         _Instance(i, spec, random.Random(rng.getrandbits(64)), tags[i % spec.users])
-        for i in range(spec.instances)
+        for i in range(spec.first_index, spec.first_index + spec.instances)
     ]
     instances.sort(key=lambda instance: instance.phase_ms)
     for k in range(spec.pushes):

@@ -56,7 +56,7 @@ from typing import Any, Final, Literal
 
 import pyarrow as pa
 from pyspark import inheritable_thread_target
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from spark_jobs.jobs.decode import DecodeReport, decoded_through, lag_s, run_decode
@@ -94,6 +94,7 @@ from spark_jobs.transforms.rollup import (
     MINUTE_PATTERN,
     PARTITION_OF,
     PARTITION_PATTERN,
+    SERIES,
     Width,
     client_minutes,
     client_rollup,
@@ -114,6 +115,11 @@ SEED_WINDOWS_S: Final = (120, 900)
 """How far before the minutes being recomputed the 1-minute client rollup looks for the previous points
 of their series, in turn, before the whole lookback: two minutes (clients pushing every 30 s, say),
 then three of KIP-714's default 5-minute push intervals (``lookback_s`` if less)."""
+SEED_NAMED_SERIES: Final = 20_000
+"""At most how many series without a point in a seed window ``_with_older`` names in its read of the
+lookback hours (their client instances in the scan's filter): a minute's newcomers, a few hundred
+client instances of a few dozen series each. More are looked for in the next window, and past the
+longest one (a fleet restarted at once) picked out of the lookback by a join alone."""
 CLIENT_MINUTE_FILE_ROWS: Final = 25_000
 """``rollup_client_1m`` is written sorted by ``bucket_start`` in files of at most this many rows, so
 that even a catch-up's files hold a few minutes of a 1,000-client fleet each: the 1-hour step reads
@@ -432,9 +438,12 @@ class _RollupRun:
     def client_minutes(self, version: int, minutes: list[str]) -> DataFrame:
         """The 1-minute client rows of these minutes, from their points and the previous points of
         their series. Those are looked for first in the files that may hold points from a short while
-        before the minutes on (``SEED_WINDOWS_S``, data skipping); only if a series has no point in
-        the longest of those (a new series, or one that pushes less often), or the minutes span more
-        than it (a catch-up), in every point of the lookback hours."""
+        before the minutes on (``SEED_WINDOWS_S``, data skipping). The series with no point in a
+        window (a new client instance, a new attribute set, one that pushes less often) find theirs
+        in the lookback hours, read for those series alone (``_with_older``), when they are few
+        (``SEED_NAMED_SERIES``) or the window is the longest; many are looked for in the next window
+        first. Only a catch-up, whose minutes span more than the longest window, reads every point
+        of the lookback hours."""
         wanted = sorted({h for minute in minutes for h in _hours_before(minute[:13], self.lookback_s)})
         dates = ("date", sorted({h[:10] for h in wanted}))
         until = _bucket_start(minutes[-1]) + timedelta(minutes=1)
@@ -446,15 +455,63 @@ class _RollupRun:
             within = ("time", _bucket_start(minutes[0]) - timedelta(seconds=window_s), until)
             recent = self.lake.read(self.uri(METRIC_POINTS), version, partitions=dates, within=within)
             assert recent is not None  # it has a version
-            if unseeded(recent, minutes, window_s).isEmpty():
+            missing = unseeded(recent, minutes, window_s).select(*SERIES).distinct()
+            found = missing.limit(SEED_NAMED_SERIES + 1).collect()
+            if not found:
                 self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the {window_s} s before the minutes")
                 numbers_only = self.numbers_only(within[1], until)
                 return client_minutes(recent, minutes, self.lookback_s, numbers_only=numbers_only)
-        self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the lookback hours (new or sparse series)")
+            # a few series missing (newcomers) are read for on their own; many (a fleet pushing less
+            # often than the window) are looked for in the next window first
+            if len(found) <= SEED_NAMED_SERIES or window_s == windows[-1]:
+                points = self._with_older(version, recent, missing, found, since=within[1], hours=wanted)
+                numbers_only = self.numbers_only(*_span(wanted))
+                return client_minutes(points, minutes, self.lookback_s, numbers_only=numbers_only)
+        self.progress(f"{ROLLUP_CLIENT_1M}: previous points from the lookback hours (a catch-up)")
         points = self.read(METRIC_POINTS, version, dates)
         points = points.where(F.date_format("time", _HOUR).isin(wanted))
         numbers_only = self.numbers_only(*_span(wanted))
         return client_minutes(points, minutes, self.lookback_s, numbers_only=numbers_only)
+
+    def _with_older(
+        self,
+        version: int,
+        recent: DataFrame,
+        series: DataFrame,
+        found: list[Row],
+        *,
+        since: datetime,
+        hours: list[str],
+    ) -> DataFrame:
+        """``recent``'s points (read for the files that may hold points from ``since``, the start of
+        a seed window, on) from ``since`` on, and the points before it in the lookback
+        ``hours`` of the ``series`` without a point since (``unseeded``'s; ``found``: the first of
+        them, all of them if at most ``SEED_NAMED_SERIES``). Every kept point's previous point is
+        among them, as among every point of the lookback: a seeded series' is within the window, an
+        unseeded one's among its own points. So the rows are the same, for a read of the older points
+        of a few series. Those are read from the files whose statistics may hold them, and filtered
+        by client instance in the scan (Parquet skips the row groups whose dictionaries or statistics
+        rule them out) when there are at most ``SEED_NAMED_SERIES`` series, as a minute's newcomers
+        have."""
+        low, _ = _span(hours)
+        dates = ("date", sorted({h[:10] for h in hours}))
+        older = self.lake.read(
+            self.uri(METRIC_POINTS), version, partitions=dates, within=("time", low, since)
+        )
+        assert older is not None  # it has a version
+        named = len(found) <= SEED_NAMED_SERIES
+        if named:  # (else the join alone picks them, in a plan that computes them again)
+            series = self.lake.spark.createDataFrame(found, series.schema)
+            older = older.where(F.col("client_instance_id").isin(sorted({row[0] for row in found})))
+        # the cut as text: a timestamp literal is compiled into Spark's generated code
+        cut = since.strftime("%Y-%m-%dT%H:%M")
+        minute = F.date_format("time", _MINUTE)
+        older = older.where(F.date_format("time", _HOUR).isin(hours) & (minute < cut))
+        self.progress(
+            f"{ROLLUP_CLIENT_1M}: previous points from {cut} on, and from the lookback hours for the "
+            f"{len(found) if named else f'more than {SEED_NAMED_SERIES}'} series without a point since"
+        )
+        return recent.where(minute >= cut).unionByName(older.join(series, list(SERIES), "left_semi"))
 
     def numbers_only(self, low: datetime, high: datetime) -> bool:
         """Whether silver's points from ``low`` to ``high`` are all sums and gauges

@@ -341,6 +341,8 @@ def _dashboard_problems(args: argparse.Namespace) -> list[str]:
         problems.append(f"--port must be between 0 and 65535, got {args.port}")
     if args.serve and not args.refresh > 0:
         problems.append("--refresh must be positive")
+    if args.out and not Path(args.out).absolute().parent.is_dir():
+        problems.append(f"--out: the folder {Path(args.out).absolute().parent} does not exist")
     return problems
 
 

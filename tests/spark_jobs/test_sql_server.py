@@ -644,16 +644,6 @@ def test_a_statement_past_the_query_timeout_is_cancelled_even_if_the_client_rais
         assert _fetch(connection, "SELECT COUNT(*) FROM range(10)") == [[10]]  # and the server serves on
 
 
-@pytest.mark.spark
-def test_sigterm_stops_the_server_and_exits_0(recent: Recent) -> None:
-    """A server of its own: the module's servers serve the other tests, in whatever order they run."""
-    with sql_server(recent.root) as server:
-        assert server.health()["status"] == "ok"
-        rest = _stop(server)
-    assert "telemetry-sink sql-server: stopping" in rest
-    assert "Traceback" not in rest
-
-
 SLAPD_CONF = """\
 include /etc/ldap/schema/core.schema
 include /etc/ldap/schema/cosine.schema
@@ -716,7 +706,11 @@ def ldap_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.mark.spark
-def test_with_ldap_a_bind_decides_who_reads(recent: Recent, ldap_url: str) -> None:
+def test_with_ldap_a_bind_decides_who_reads_and_sigterm_then_stops_the_server_with_exit_0(
+    recent: Recent, ldap_url: str
+) -> None:
+    """A server of its own, which the test stops: the module's servers serve the other tests, in
+    whatever order they run (a server JVM costs the suite most of a minute, so one does both)."""
     with sql_server(
         recent.root, "--ldap-url", ldap_url, "--ldap-base-dn", "ou=people,dc=example,dc=org"
     ) as server:
@@ -729,7 +723,10 @@ def test_with_ldap_a_bind_decides_who_reads(recent: Recent, ldap_url: str) -> No
             refused = _beeline(url, statement, "-n", user, "-p", password)
             assert refused.returncode != 0
             assert "Error validating the login" in refused.stderr
-        _stop(server)
+        assert server.health()["status"] == "ok"
+        rest = _stop(server)
+    assert "telemetry-sink sql-server: stopping" in rest
+    assert "Traceback" not in rest
 
 
 # -- options refused before Spark starts -------------------------------------------------------------

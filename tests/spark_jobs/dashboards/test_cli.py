@@ -34,6 +34,10 @@ def _window(dataset: Dataset) -> list[str]:
         (["--top", "0"], "telemetry-sink dashboard: top must be between 1 and 100000, got 0"),
         (["--serve", "--refresh", "0"], "telemetry-sink dashboard: --refresh must be positive"),
         (["--conf", "spark.executor.cores"], None),
+        (
+            ["--out", "/no/such/folder/fleet.html"],
+            "telemetry-sink dashboard: --out: the folder /no/such/folder does not exist",
+        ),
     ],
 )
 def test_bad_options_are_refused_with_a_clear_message_before_spark_starts(
@@ -69,18 +73,14 @@ def test_out_writes_one_self_contained_page(dataset: Dataset, tmp_path: Path) ->
 
 
 @pytest.mark.spark
-def test_a_render_that_fails_is_one_line_and_exit_1(dataset: Dataset, tmp_path: Path) -> None:
-    out = tmp_path / "no such folder" / "fleet.html"
+def test_a_render_that_fails_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """A table whose Delta log cannot be read (a storage fault): the first query fails."""
+    log = tmp_path / "data" / "rollup_client_1m" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}.json").write_text("not a Delta commit\n")
+    out = tmp_path / "fleet.html"
     done = subprocess.run(
-        [
-            *COMMAND,
-            "--data-root",
-            dataset.root,
-            *_window(dataset),
-            *SPARK,
-            "--out",
-            str(out),
-        ],
+        [*COMMAND, "--data-root", str(tmp_path / "data"), *SPARK, "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -88,8 +88,9 @@ def test_a_render_that_fails_is_one_line_and_exit_1(dataset: Dataset, tmp_path: 
     )
     assert done.returncode == 1
     [said] = [line for line in done.stderr.splitlines() if line.startswith("telemetry-sink dashboard:")]
-    assert said.startswith("telemetry-sink dashboard: the render failed: [Errno 2] No such file or directory")
+    assert said.startswith("telemetry-sink dashboard: the render failed: ")
     assert "Traceback" not in done.stderr
+    assert not out.exists()
 
 
 @pytest.mark.spark

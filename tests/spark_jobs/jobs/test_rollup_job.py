@@ -15,6 +15,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from pyspark.sql import SparkSession
 
 from exporters import TelemetryPush
+from exporters.delta.schema import kafka_instance_id
 from spark_jobs.jobs import rollup as rollup_job
 from spark_jobs.jobs.rollup import run_rollup
 from spark_jobs.lake import DeltaLake
@@ -165,7 +166,7 @@ def test_a_new_minute_finds_previous_points_in_the_recent_files_unless_a_series_
 ) -> None:
     """Clients pushing every minute: the next minute's deltas start from points of the minutes just
     before (read by their files' statistics); when a client appears, its series may have points
-    anywhere in the lookback, and the whole lookback is read. Both agree with the reference."""
+    anywhere in the lookback, which is read for its series alone. Both agree with the reference."""
     pushes = kafka_pushes(clients=4, pushes=8, interval_ms=60_000)
     land([p for p in pushes if p.context.received_ms < START_MS + 6 * 60_000], str(tmp_path))
     run_rollup(lake, str(tmp_path))
@@ -183,13 +184,38 @@ def test_a_new_minute_finds_previous_points_in_the_recent_files_unless_a_series_
     newcomer = kafka_pushes(clients=5, pushes=8, interval_ms=60_000)[4 * 8 + 7]  # client 4, minute 7
     land([p for p in pushes if p.context.received_ms >= START_MS + 7 * 60_000] + [newcomer], str(tmp_path))
     run_rollup(lake, str(tmp_path), progress=said.append)
-    assert any("previous points from the lookback hours" in s for s in said), said
+    assert any("and from the lookback hours for the" in s for s in said), said
+    assert_gold_matches_reference(tmp_path)
+
+
+def test_a_series_without_a_point_in_the_seed_windows_finds_its_previous_point_in_the_lookback(
+    lake: DeltaLake, tmp_path: Path
+) -> None:
+    """A cumulative client pushing every 21 minutes among clients pushing every minute: its new
+    point's delta starts from its point 21 minutes before, outside the longest seed window, which only
+    its own series are read for; the others' start from the window."""
+    fleet = kafka_pushes(clients=4, pushes=22, interval_ms=60_000)
+    sparse = kafka_pushes(clients=6, pushes=2, interval_ms=21 * 60_000)[5 * 2 :]  # client 5, cumulative
+    last_minute = START_MS + 21 * 60_000
+    land([p for p in fleet if p.context.received_ms < last_minute] + sparse[:1], str(tmp_path))
+    run_rollup(lake, str(tmp_path))
+    said: list[str] = []
+    land([p for p in fleet if p.context.received_ms >= last_minute] + sparse[1:], str(tmp_path))
+    run_rollup(lake, str(tmp_path), progress=said.append)
+    [older] = [s for s in said if "and from the lookback hours for the" in s]
+    instance = kafka_instance_id(sparse[1].context.client_instance_id)
+    points = [r for r in _rows(str(tmp_path / "metric_points")) if r["client_instance_id"] == instance]
+    series = {(r["metric_name"], r["metric_kind"], r["attributes_key"]) for r in points}
+    assert f"hours for the {len(series)} series without a point since" in older, (older, len(series))
     assert_gold_matches_reference(tmp_path)
 
 
 def test_clients_pushing_every_five_minutes_find_previous_points_in_the_longer_window(
-    lake: DeltaLake, tmp_path: Path
+    lake: DeltaLake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """More series without a point in the shorter window than are read for by name (a fleet pushing
+    less often than that, here two clients against a bound of 10) are looked for in the longer one."""
+    monkeypatch.setattr(rollup_job, "SEED_NAMED_SERIES", 10)
     pushes = kafka_pushes(clients=2, pushes=4, interval_ms=300_000)
     last = START_MS + 3 * 300_000
     land([p for p in pushes if p.context.received_ms < last], str(tmp_path))
