@@ -72,9 +72,10 @@ def test_out_writes_one_self_contained_page(dataset: Dataset, tmp_path: Path) ->
     assert "no data for --metric" not in done.stderr
 
 
-@pytest.mark.spark
+@pytest.mark.integration
 def test_a_render_that_fails_is_one_line_and_exit_1(tmp_path: Path) -> None:
-    """A table whose Delta log cannot be read (a storage fault): the first query fails."""
+    """A table whose Delta log cannot be read (a storage fault): the first query fails. (Its Spark is
+    the command's own, not the tests' session: it runs beside the Spark tests.)"""
     log = tmp_path / "data" / "rollup_client_1m" / "_delta_log"
     log.mkdir(parents=True)
     (log / f"{0:020d}.json").write_text("not a Delta commit\n")
