@@ -503,7 +503,9 @@ class _RollupRun:
         if named:  # (else the join alone picks them, in a plan that computes them again)
             series = self.lake.spark.createDataFrame(found, series.schema)
             older = older.where(F.col("client_instance_id").isin(sorted({row[0] for row in found})))
-        # the cut as text: a timestamp literal is compiled into Spark's generated code
+        # the cut as text: a timestamp literal is compiled into Spark's generated code. ``since`` is a
+        # minute's start (a window of whole minutes), or the lookback's own start, before which no
+        # point is a previous one: the minute holding it cuts as well
         cut = since.strftime("%Y-%m-%dT%H:%M")
         minute = F.date_format("time", _MINUTE)
         older = older.where(F.date_format("time", _HOUR).isin(hours) & (minute < cut))
